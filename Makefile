@@ -1,0 +1,20 @@
+# The two entry points of the README, each doing its own set-up.
+VENV  := .venv
+STAMP := $(VENV)/.installed
+CORES ?= all
+
+.PHONY: run test setup clean-results
+
+run: $(STAMP)  ## the default workflow (offline, CPU): figures in results/figures/
+	$(VENV)/bin/snakemake --cores $(CORES)
+
+test: $(STAMP)  ## the test suite
+	$(VENV)/bin/pytest -q -rs
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt scripts/setup.sh
+	bash scripts/setup.sh
+
+clean-results:  ## remove workflow outputs and logs (keeps the environment)
+	rm -rf results logs .snakemake

@@ -1,0 +1,19 @@
+# subaudit workflow: sets config, validates it, includes one rule file per phase.
+# Parameters: params.yaml (shared with DVC). Paper settings: --configfile presets/paper.yaml
+
+from subaudit.config import validate_params
+
+configfile: "params.yaml"
+
+validate_params(config, source="params.yaml (merged with any --configfile)")
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/accounting.smk"
+include: "workflow/rules/s1.smk"
+include: "workflow/rules/figures.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        FIGURES,

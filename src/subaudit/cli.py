@@ -1,0 +1,210 @@
+"""The ``subaudit`` command line: accountants, calibration, estimation and S1 simulation.
+
+The flags are a contract (tests and users script against them). With ``--json`` a
+command prints exactly one JSON object on stdout. Invalid values exit with status 2
+and one line on stderr naming the flag and its allowed range.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+from subaudit.validation import ParameterError
+
+ACCOUNT_ADJACENCIES = ("add-remove", "substitute", "group")
+S1_ADJACENCIES = ("substitute", "add-remove")
+ESTIMATORS = ("heldout", "paper")
+
+# Library parameter names that differ from their flag.
+_FLAG_OF = {"runs_per_world": "--runs", "target_epsilon": "--target-epsilon"}
+
+
+class UsageError(Exception):
+    """A one-line usage problem, already phrased for the user."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _flag(name: str) -> str:
+    return _FLAG_OF.get(name, "--" + name.replace("_", "-"))
+
+
+def _emit(result: dict[str, Any], as_json: bool, text: str) -> None:
+    if as_json:
+        print(json.dumps(result, sort_keys=True, allow_nan=False))
+    else:
+        print(text)
+
+
+def _cmd_account(args: argparse.Namespace) -> None:
+    from subaudit.accounting import epsilon
+
+    res = epsilon(args.sigma, args.q, args.steps, args.delta, args.adjacency)
+    out = {"sigma": args.sigma, "q": args.q, "steps": args.steps, **_as_dict(res)}
+    text = f"epsilon = {res.epsilon:.6g} ({res.adjacency}, delta = {res.delta:g})"
+    if res.delta_add_remove is not None:
+        text += f"; from add/remove at delta' = {res.delta_add_remove:.6g}"
+    _emit(out, args.json, text)
+
+
+def _cmd_calibrate(args: argparse.Namespace) -> None:
+    from subaudit.accounting import calibrate_sigma, epsilon
+
+    sigma = calibrate_sigma(args.target_epsilon, args.q, args.steps, args.delta, args.adjacency)
+    res = epsilon(sigma, args.q, args.steps, args.delta, args.adjacency)
+    out = {"target_epsilon": args.target_epsilon, "q": args.q, "steps": args.steps,
+           **_as_dict(res), "sigma": sigma}
+    _emit(out, args.json, f"sigma = {sigma:.6g} gives epsilon = {res.epsilon:.6g} "
+                          f"({res.adjacency}, delta = {res.delta:g})")
+
+
+def _cmd_gdp_epsilon(args: argparse.Namespace) -> None:
+    from subaudit.estimation import gdp_epsilon
+
+    eps = gdp_epsilon(args.mu, args.delta)
+    _emit({"epsilon": eps, "mu": args.mu, "delta": args.delta}, args.json,
+          f"epsilon = {eps:.6g} (mu = {args.mu:g}-GDP at delta = {args.delta:g})")
+
+
+def _cmd_estimate(args: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from subaudit.estimation import estimate_epsilon
+
+    path = Path(args.scores)
+    if not path.is_file():
+        raise UsageError(f"SCORES.csv: no such file: {path}")
+    frame = pd.read_csv(path)
+    missing = {"score", "label"} - set(frame.columns)
+    if missing:
+        raise UsageError(f"SCORES.csv: missing column(s) {', '.join(sorted(missing))}; "
+                         "expected columns score,label")
+    est = estimate_epsilon(frame["score"].to_numpy(float), frame["label"].to_numpy(),
+                           delta=args.delta, alpha=args.alpha, estimator=args.estimator,
+                           seed=args.seed)
+    out = est.to_dict()
+    _emit(out, args.json,
+          f"epsilon >= {est.epsilon:.6g} at delta = {est.delta:g} (estimator {est.estimator}, "
+          f"mu = {est.mu:.4g}, confidence {1 - est.alpha:g})")
+
+
+def _cmd_simulate_s1(args: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from subaudit.io import write_csv
+    from subaudit.worst_case import simulate_s1
+
+    audit = simulate_s1(args.sigma, args.q, args.steps, args.runs, adjacency=args.adjacency,
+                        seed=args.seed)
+    frame = pd.DataFrame({"score": audit.scores[-1], "label": audit.labels.astype(int)})
+    write_csv(args.out, frame)
+    if not args.quiet:
+        print(f"wrote {len(frame)} runs ({args.runs} per world) to {args.out}", file=sys.stderr)
+
+
+def _as_dict(obj: Any) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+            for k, v in asdict(obj).items()}
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (exposed for documentation and tests)."""
+    p = _Parser(prog="subaudit", description=__doc__.splitlines()[0])
+    p.add_argument("--version", action="version", version="%(prog)s " + _version())
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    def dp_args(sp: argparse.ArgumentParser, sigma: bool = True) -> None:
+        if sigma:
+            sp.add_argument("--sigma", type=float, required=True, help="noise multiplier (> 0)")
+        sp.add_argument("--q", type=float, required=True, help="Poisson sampling rate in (0, 1]")
+        sp.add_argument("--steps", type=_int, required=True, help="training steps T (>= 1)")
+
+    sp = sub.add_parser("account", help="epsilon of Poisson-subsampled Gaussian DP-SGD")
+    dp_args(sp)
+    sp.add_argument("--delta", type=float, required=True, help="delta in (0, 1)")
+    sp.add_argument("--adjacency", choices=ACCOUNT_ADJACENCIES, required=True)
+    sp.add_argument("--json", action="store_true", help="print one JSON object")
+    sp.set_defaults(func=_cmd_account)
+
+    sp = sub.add_parser("calibrate", help="noise multiplier reaching a target epsilon")
+    sp.add_argument("--target-epsilon", type=float, required=True, help="target epsilon (> 0)")
+    dp_args(sp, sigma=False)
+    sp.add_argument("--delta", type=float, required=True, help="delta in (0, 1)")
+    sp.add_argument("--adjacency", choices=ACCOUNT_ADJACENCIES, required=True)
+    sp.add_argument("--json", action="store_true")
+    sp.set_defaults(func=_cmd_calibrate)
+
+    sp = sub.add_parser("gdp-epsilon", help="epsilon at delta of a mu-GDP mechanism")
+    sp.add_argument("--mu", type=float, required=True, help="GDP parameter mu (> 0)")
+    sp.add_argument("--delta", type=float, required=True, help="delta in (0, 1)")
+    sp.add_argument("--json", action="store_true")
+    sp.set_defaults(func=_cmd_gdp_epsilon)
+
+    sp = sub.add_parser("estimate", help="empirical lower bound on epsilon from audit scores")
+    sp.add_argument("scores", metavar="SCORES.csv", help="CSV with columns score,label (1 = D, 0 = D')")
+    sp.add_argument("--delta", type=float, required=True, help="delta in (0, 1)")
+    sp.add_argument("--alpha", type=float, default=0.05, help="significance level in (0, 1)")
+    sp.add_argument("--estimator", choices=ESTIMATORS, default="heldout",
+                    help="heldout (valid, default) or paper (the paper's max over thresholds)")
+    sp.add_argument("--seed", type=_int, default=0, help="seed of the heldout split")
+    sp.add_argument("--json", action="store_true")
+    sp.set_defaults(func=_cmd_estimate)
+
+    sp = sub.add_parser("simulate-s1", help="S1 worst-case dataset canary audit scores")
+    dp_args(sp)
+    sp.add_argument("--runs", type=_int, required=True, help="runs per world (>= 1)")
+    sp.add_argument("--adjacency", choices=S1_ADJACENCIES, default="substitute")
+    sp.add_argument("--seed", type=_int, default=0)
+    sp.add_argument("--out", required=True, help="output CSV (columns score,label)")
+    sp.add_argument("--quiet", action="store_true")
+    sp.set_defaults(func=_cmd_simulate_s1)
+    return p
+
+
+def _version() -> str:
+    from subaudit import __version__
+
+    return __version__
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``subaudit`` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    prog = f"subaudit {args.command}"
+    func: Callable[[argparse.Namespace], None] = args.func
+    try:
+        func(args)
+    except ParameterError as err:
+        print(f"{prog}: error: {_flag(err.name)} = {err.value!r} is invalid; "
+              f"allowed: {err.allowed}", file=sys.stderr)
+        return 2
+    except UsageError as err:
+        print(f"{prog}: error: {err}", file=sys.stderr)
+        return 2
+    except ValueError as err:  # degenerate data or a result the numerics cannot deliver
+        print(f"{prog}: error: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

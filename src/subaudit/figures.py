@@ -1,0 +1,114 @@
+"""Figures of the paper, rendered with seaborn from the tidy tables in :mod:`subaudit.tables`.
+
+Every figure labels its axes with units, names the estimator and the adjacency in
+the legend, and says what its error bars are. Files are written atomically and
+without timestamps, so the same table gives the same bytes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+from subaudit.io import atomic_path  # noqa: E402
+from subaudit.tables import EPS_AR, EPS_GROUP, EPS_S  # noqa: E402
+
+_ACCOUNTING_STYLE = {
+    EPS_S: dict(color="#1f77b4", linestyle="-", marker="o"),
+    EPS_GROUP: dict(color="#9467bd", linestyle="--", marker="s"),
+    EPS_AR: dict(color="#2ca02c", linestyle=":", marker="^"),
+}
+_AUDIT_COLORS = ["#d62728", "#ff7f0e", "#8c564b", "#e377c2"]
+
+
+def _theme() -> None:
+    sns.set_theme(style="whitegrid", context="paper", font_scale=1.1)
+
+
+def fig2(table: pd.DataFrame) -> plt.Figure:
+    """Fig 2: epsilon against the target eps_S, one panel per q (S1 audit vs accountants)."""
+    _theme()
+    qs = sorted(table["q"].unique(), reverse=True)
+    fig, axes = plt.subplots(1, len(qs), figsize=(4.2 * len(qs), 4.2), squeeze=False,
+                             sharey=True, layout="constrained")
+    audit_series = sorted(s for s in table["series"].unique() if s not in _ACCOUNTING_STYLE)
+    n_rep = int(table["n_repeats"].max()) if len(audit_series) else 0
+    for ax, q in zip(axes[0], qs):
+        sub = table[table["q"] == q]
+        for series, style in _ACCOUNTING_STYLE.items():
+            d = sub[sub["series"] == series].sort_values("target_epsilon")
+            ax.plot(d["target_epsilon"], d["epsilon"], label=series, **style)
+        for i, series in enumerate(audit_series):
+            d = sub[sub["series"] == series].sort_values("target_epsilon")
+            ax.errorbar(d["target_epsilon"], d["epsilon"], yerr=2 * d["se"].fillna(0.0),
+                        label=series, color=_AUDIT_COLORS[i % len(_AUDIT_COLORS)],
+                        marker="D", linestyle="-", capsize=4, linewidth=1.5)
+        steps, delta = int(sub["steps"].iloc[0]), float(sub["delta"].iloc[0])
+        ax.set_title(f"q = {q:g}  (T = {steps}, δ = {delta:g})")
+        ax.set_xlabel("target ε_S (substitute accountant)")
+        ax.set_ylabel("ε at δ (privacy loss, nats)")
+        ax.set_xticks(sorted(sub["target_epsilon"].unique()))
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=min(3, len(labels)), frameon=False)
+    fig.suptitle("S1 worst-case dataset canaries: audited ε against accountants"
+                 + (f"\n(error bars: ±2 standard errors over {n_rep} repeats)" if n_rep else ""))
+    return fig
+
+
+def figA5(table: pd.DataFrame) -> plt.Figure:
+    """Fig A5: eps_S / eps_AR against sigma, one line per q, with the ratio-2 reference."""
+    _theme()
+    data = table.dropna(subset=["ratio"]).copy()
+    data["q"] = data["q"].map(lambda v: f"{v:g}")
+    order = [f"{v:g}" for v in sorted(table["q"].unique(), reverse=True)]
+    steps, delta = int(table["steps"].iloc[0]), float(table["delta"].iloc[0])
+    fig, (ax_r, ax_e) = plt.subplots(1, 2, figsize=(12.5, 4.6), layout="constrained")
+    sns.lineplot(data=data, x="sigma", y="ratio", hue="q", hue_order=order, marker="o", ax=ax_r,
+                 palette="viridis")
+    ax_r.axhline(2.0, color="black", linestyle="--", linewidth=1,
+                 label="ratio 2 (group privacy with δ scaled)")
+    ax_r.set_xscale("log")
+    ax_r.set_xlabel("noise multiplier σ")
+    ax_r.set_ylabel("ε_S / ε_AR (same δ)")
+    ax_r.set_title("Ratio of substitute to add/remove ε")
+    ax_r.legend(title="sampling rate q", fontsize="small", loc="upper left",
+                bbox_to_anchor=(1.01, 1.0))
+    long = data.melt(id_vars=["q", "sigma"], value_vars=["eps_substitute", "eps_add_remove"],
+                     var_name="adjacency", value_name="epsilon")
+    long["adjacency"] = long["adjacency"].map({"eps_substitute": "ε_S (substitute accountant)",
+                                               "eps_add_remove": "ε_AR (add/remove accountant)"})
+    sns.lineplot(data=long, x="sigma", y="epsilon", hue="q", hue_order=order, style="adjacency",
+                 markers=True, ax=ax_e, palette="viridis", legend="brief")
+    ax_e.set_xscale("log")
+    ax_e.set_yscale("log")
+    ax_e.set_xlabel("noise multiplier σ")
+    ax_e.set_ylabel("ε at δ (privacy loss, nats)")
+    ax_e.set_title("ε by adjacency")
+    ax_e.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    title = f"Substitute vs add/remove accounting at the same δ (T = {steps}, δ = {delta:g})"
+    missing = int(table["ratio"].isna().sum())
+    if missing:
+        title += (f"\n{missing} grid cell(s) beyond the accountant's range are omitted "
+                  "(reason in the CSV's note column)")
+    fig.suptitle(title)
+    return fig
+
+
+def save(fig: plt.Figure, png: str | Path, pdf: str | Path) -> None:
+    """Write ``fig`` as PNG and PDF atomically, without timestamps, then close it."""
+    with atomic_path(png) as tmp:
+        fig.savefig(tmp, format="png", dpi=200, metadata={"Software": None})
+    with atomic_path(pdf) as tmp:
+        fig.savefig(tmp, format="pdf", metadata={"CreationDate": None, "Creator": None,
+                                                 "Producer": None})
+    plt.close(fig)
+
+
+__all__ = ["fig2", "figA5", "save"]

@@ -1,0 +1,108 @@
+"""Tidy tables behind the workflow's results: calibrations, accountant grids, audit summaries.
+
+Pure functions from numbers to records/DataFrames; the workflow scripts only read
+inputs, call these and write outputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from subaudit import accounting
+from subaudit.estimation import estimate_epsilon
+
+# Series names used in tables and legends.
+EPS_S = "eps_S (accounting)"
+EPS_GROUP = "eps_S (group privacy)"
+EPS_AR = "eps_AR (accounting)"
+
+
+def s1_calibration(target_epsilon: float, q: float, steps: int, delta: float) -> dict[str, Any]:
+    """Sigma reaching ``target_epsilon`` under substitute adjacency, with all three accountants."""
+    sigma = accounting.calibrate_sigma(target_epsilon, q, steps, delta, "substitute")
+    sub = accounting.epsilon(sigma, q, steps, delta, "substitute")
+    ar = accounting.epsilon(sigma, q, steps, delta, "add-remove")
+    grp = accounting.epsilon(sigma, q, steps, delta, "group")
+    return {
+        "target_epsilon": float(target_epsilon), "q": float(q), "steps": int(steps),
+        "delta": float(delta), "sigma": float(sigma),
+        "eps_substitute": sub.epsilon, "eps_add_remove": ar.epsilon,
+        "eps_group": grp.epsilon, "delta_group_add_remove": grp.delta_add_remove,
+    }
+
+
+def ratio_grid_row(q: float, sigmas: Sequence[float], steps: int, delta: float) -> pd.DataFrame:
+    """eps_S, eps_AR and their ratio for one q over several noise multipliers.
+
+    A cell whose epsilon is beyond what the accountant can certify is kept with NaN
+    values and the reason in ``note``, so the figure shows a gap rather than a guess.
+    """
+    rows = []
+    for sigma in sigmas:
+        row: dict[str, Any] = {"q": float(q), "sigma": float(sigma), "steps": int(steps),
+                               "delta": float(delta), "note": ""}
+        try:
+            row["eps_substitute"] = accounting.epsilon(sigma, q, steps, delta, "substitute").epsilon
+            row["eps_add_remove"] = accounting.epsilon(sigma, q, steps, delta, "add-remove").epsilon
+        except accounting.AccountingRangeError as err:
+            row.update(eps_substitute=np.nan, eps_add_remove=np.nan, note=str(err))
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    frame["ratio"] = frame["eps_substitute"] / frame["eps_add_remove"]
+    return frame[["q", "sigma", "steps", "delta", "eps_add_remove", "eps_substitute", "ratio", "note"]]
+
+
+def s1_estimates(scores: np.ndarray, labels: np.ndarray, steps: Sequence[int], delta: float,
+                 alpha: float, estimators: Iterable[str], seed: int) -> list[dict[str, Any]]:
+    """One estimate record per (checkpoint step, estimator) of an S1 repeat."""
+    records = []
+    for step, row in zip(steps, np.atleast_2d(scores)):
+        for name in estimators:
+            est = estimate_epsilon(row, labels, delta=delta, alpha=alpha, estimator=name, seed=seed)
+            records.append({"step": int(step), **est.to_dict()})
+    return records
+
+
+def fig2_table(calibrations: Iterable[Mapping[str, Any]],
+               estimates: Iterable[Mapping[str, Any]], adjacency: str) -> pd.DataFrame:
+    """Tidy Fig 2 table: accountant values and audited epsilon (mean, s.e. over repeats).
+
+    ``estimates`` are records with keys q, target_epsilon, repeat, step, estimator,
+    epsilon (the final-step rows are used). ``se`` is the standard error of the mean
+    over repeats (sample standard deviation / sqrt(n)); the figure draws +-2 se.
+    """
+    cal = pd.DataFrame(list(calibrations))
+    rows = []
+    for rec in cal.itertuples(index=False):
+        base = {"q": rec.q, "target_epsilon": rec.target_epsilon, "sigma": rec.sigma,
+                "steps": rec.steps, "delta": rec.delta}
+        for series, value in ((EPS_S, rec.eps_substitute), (EPS_GROUP, rec.eps_group),
+                              (EPS_AR, rec.eps_add_remove)):
+            rows.append({**base, "series": series, "estimator": "", "adjacency": "",
+                         "epsilon": value, "se": 0.0, "n_repeats": 0})
+    est = pd.DataFrame(list(estimates))
+    if not est.empty:
+        final = est[est["step"] == est.groupby(["q", "target_epsilon"])["step"].transform("max")]
+        grouped = final.groupby(["q", "target_epsilon", "estimator"])["epsilon"]
+        summary = grouped.agg(["mean", "std", "count"]).reset_index()
+        for rec in summary.itertuples(index=False):
+            match = cal[(cal.q == rec.q) & (cal.target_epsilon == rec.target_epsilon)].iloc[0]
+            se = float(rec.std) / np.sqrt(rec.count) if rec.count > 1 else np.nan
+            rows.append({"q": rec.q, "target_epsilon": rec.target_epsilon, "sigma": match.sigma,
+                         "steps": match.steps, "delta": match.delta,
+                         "series": f"eps audit ({rec.estimator} estimator, {adjacency} canaries)",
+                         "estimator": rec.estimator, "adjacency": adjacency,
+                         "epsilon": rec.mean, "se": se, "n_repeats": int(rec.count)})
+    table = pd.DataFrame(rows)
+    return table.sort_values(["q", "target_epsilon", "series"], ascending=[False, True, True],
+                             ignore_index=True)
+
+
+def figA5_table(rows: Iterable[pd.DataFrame]) -> pd.DataFrame:
+    """Concatenate the per-q ratio rows of Fig A5 into one tidy table."""
+    table = pd.concat(list(rows), ignore_index=True)
+    return table.sort_values(["q", "sigma"], ascending=[False, True], ignore_index=True)

@@ -1,0 +1,58 @@
+"""params.yaml schema: the shipped files validate; every kind of bad value names its key."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import yaml
+
+from subaudit.config import ConfigError, load_params, validate_params
+
+
+@pytest.fixture()
+def params(repo_root):
+    return load_params(repo_root / "params.yaml")
+
+
+def test_shipped_params_and_presets_validate(repo_root):
+    load_params(repo_root / "params.yaml")
+    for preset in sorted((repo_root / "presets").glob("*.yaml")):
+        merged = load_params(repo_root / "params.yaml")
+        merged.update(yaml.safe_load(preset.read_text()))
+        validate_params(merged, source=str(preset))
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (lambda p: p["s1"].__setitem__("sampling_rates", [1.0, 1.5]), "s1.sampling_rates[1] = 1.5"),
+        (lambda p: p["s1"].__setitem__("sampling_rates", [0.0]), "s1.sampling_rates[0] = 0.0"),
+        (lambda p: p["ratio_grid"].__setitem__("noise_multipliers", [-1.0]),
+         "ratio_grid.noise_multipliers[0] = -1.0"),
+        (lambda p: p["s1"].__setitem__("adjacency", "swap"), "s1.adjacency = 'swap'"),
+        (lambda p: p.__setitem__("estimators", ["bayes"]), "estimators[0] = 'bayes'"),
+        (lambda p: p.__setitem__("delta", 1.5), "delta = 1.5"),
+        (lambda p: p["s1"].__setitem__("runs_per_world", 1), "s1.runs_per_world = 1"),
+        (lambda p: p.__setitem__("seeds", 3), "unknown key seeds"),
+        (lambda p: p["s1"].__setitem__("step", 3), "unknown key s1.step"),
+        (lambda p: p["s1"].pop("repeats"), "missing key s1.repeats"),
+    ],
+)
+def test_bad_values_name_the_key(params, edit, expected):
+    bad = copy.deepcopy(params)
+    edit(bad)
+    with pytest.raises(ConfigError) as info:
+        validate_params(bad)
+    assert expected in str(info.value)
+
+
+def test_allowed_values_are_listed(params):
+    bad = copy.deepcopy(params)
+    bad["s1"]["adjacency"] = "swap"
+    with pytest.raises(ConfigError, match="one of substitute, add-remove"):
+        validate_params(bad)
+    bad = copy.deepcopy(params)
+    bad["s1"]["sampling_rates"] = [2]
+    with pytest.raises(ConfigError, match=r"> 0 and <= 1"):
+        validate_params(bad)

@@ -1,0 +1,91 @@
+"""Figure tables and rendering: the numbers plotted are the numbers in the CSV."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from subaudit import figures
+from subaudit.tables import EPS_AR, EPS_GROUP, EPS_S, fig2_table, figA5_table
+
+
+def _calibrations():
+    out = []
+    for q in (1.0, 0.25):
+        for eps in (2.0, 4.0):
+            out.append({"target_epsilon": eps, "q": q, "steps": 500, "delta": 1e-5,
+                        "sigma": 10.0 / eps, "eps_substitute": eps, "eps_add_remove": eps / 2.2,
+                        "eps_group": eps * 1.1, "delta_group_add_remove": 4e-6})
+    return out
+
+
+def _estimates(values):
+    recs = []
+    for (q, eps), reps in values.items():
+        for r, v in enumerate(reps):
+            for est, shift in (("heldout", -0.1), ("paper", 0.0)):
+                recs.append({"q": q, "target_epsilon": eps, "repeat": r, "step": 500,
+                             "estimator": est, "epsilon": v + shift})
+                recs.append({"q": q, "target_epsilon": eps, "repeat": r, "step": 250,
+                             "estimator": est, "epsilon": -100.0})  # earlier step: ignored
+    return recs
+
+
+VALUES = {(1.0, 2.0): [1.9, 2.0, 2.1], (1.0, 4.0): [3.5, 3.9, 4.0],
+          (0.25, 2.0): [1.0, 1.5, 1.7], (0.25, 4.0): [3.0, 3.2, 3.1]}
+
+
+def test_fig2_table_aggregates_final_step_over_repeats():
+    table = fig2_table(_calibrations(), _estimates(VALUES), adjacency="substitute")
+    paper = table[table["estimator"] == "paper"]
+    assert len(paper) == 4
+    row = paper[(paper.q == 0.25) & (paper.target_epsilon == 2.0)].iloc[0]
+    vals = np.array(VALUES[(0.25, 2.0)])
+    assert row.epsilon == pytest.approx(vals.mean())
+    assert row.se == pytest.approx(vals.std(ddof=1) / np.sqrt(3))
+    assert row.n_repeats == 3
+    assert "paper estimator" in row.series and "substitute" in row.series
+    acc = table[table["series"] == EPS_GROUP]
+    assert sorted(acc["epsilon"]) == pytest.approx([2.2, 2.2, 4.4, 4.4])
+    assert set(table["series"]) >= {EPS_S, EPS_GROUP, EPS_AR}
+
+
+def test_fig2_draws_every_series_with_two_se_error_bars():
+    table = fig2_table(_calibrations(), _estimates(VALUES), adjacency="substitute")
+    fig = figures.fig2(table)
+    axes = fig.axes
+    assert len(axes) == 2
+    assert axes[0].get_title().startswith("q = 1")
+    assert "ε" in axes[0].get_ylabel() and "target" in axes[0].get_xlabel()
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert EPS_S in labels and EPS_AR in labels and EPS_GROUP in labels
+    assert any("heldout estimator" in lab for lab in labels)
+    assert "2 standard errors over 3 repeats" in fig._suptitle.get_text()
+    # the error bar of (q = 1, eps = 2, paper) spans mean +- 2 se
+    vals = np.array(VALUES[(1.0, 2.0)])
+    half = 2 * vals.std(ddof=1) / np.sqrt(3)
+    segs = [c for c in axes[0].collections if hasattr(c, "get_segments")]
+    spans = [tuple(s[:, 1]) for c in segs for s in c.get_segments()]
+    assert any(lo == pytest.approx(vals.mean() - half) and hi == pytest.approx(vals.mean() + half)
+               for lo, hi in spans)
+
+
+def test_figA5_marks_the_ratio_two_and_skips_missing_cells(tmp_path):
+    rows = [pd.DataFrame({"q": [q] * 3, "sigma": [1.0, 2.0, 4.0], "steps": 500, "delta": 1e-5,
+                          "eps_add_remove": [np.nan, 3.0, 1.0], "eps_substitute": [np.nan, 7.0, 2.1],
+                          "note": ["beyond range", "", ""]}) for q in (1.0, 0.25)]
+    for r in rows:
+        r["ratio"] = r["eps_substitute"] / r["eps_add_remove"]
+    table = figA5_table(rows)
+    assert list(table["q"].unique()) == [1.0, 0.25]
+    fig = figures.figA5(table)
+    ax = fig.axes[0]
+    assert any(np.allclose(line.get_ydata(), 2.0) for line in ax.get_lines())
+    assert "ε_S / ε_AR" in ax.get_ylabel() and "σ" in ax.get_xlabel()
+    assert "2 grid cell(s)" in fig._suptitle.get_text()
+    figures.save(fig, tmp_path / "a.png", tmp_path / "a.pdf")
+    first = (tmp_path / "a.pdf").read_bytes()
+    figures.save(figures.figA5(table), tmp_path / "a.png", tmp_path / "a.pdf")
+    assert (tmp_path / "a.pdf").read_bytes() == first  # no timestamps: same table, same bytes
+    assert (tmp_path / "a.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,0 +1,37 @@
+# Phase: privacy accounting (calibrated noise for the S1 grid; the Fig A5 ratio grid).
+
+
+rule calibrate_s1:
+    """Noise multiplier reaching the target eps_S, and eps_AR / eps_S / group eps at it."""
+    output:
+        "results/accounting/s1/q{q}_eps{eps}.json",
+    params:
+        q=lambda wc: float(wc.q),
+        target_epsilon=lambda wc: float(wc.eps),
+        steps=S1["steps"],
+        delta=config["delta"],
+    log:
+        "logs/accounting/s1/q{q}_eps{eps}.log",
+    resources:
+        mem_mb=2000,
+        runtime=30,
+    script:
+        "../scripts/calibrate.py"
+
+
+rule ratio_grid_row:
+    """eps_S and eps_AR for one q over the configured noise multipliers (a row of Fig A5)."""
+    output:
+        "results/accounting/ratio_grid/q{q}.csv",
+    params:
+        q=lambda wc: float(wc.q),
+        sigmas=GRID["noise_multipliers"],
+        steps=GRID["steps"],
+        delta=config["delta"],
+    log:
+        "logs/accounting/ratio_grid/q{q}.log",
+    resources:
+        mem_mb=2000,
+        runtime=30,
+    script:
+        "../scripts/ratio_grid_row.py"

@@ -1,0 +1,13 @@
+"""Snakemake adapter: Fig 2 (S1 audit against the accountants) as PNG, PDF and CSV."""
+
+from subaudit import figures, logs
+from subaudit.io import read_json, write_csv
+from subaudit.tables import fig2_table
+
+log = logs.to_file(snakemake.log[0])
+calibrations = [read_json(f) for f in snakemake.input.calibrations]
+estimates = [rec for f in snakemake.input.estimates for rec in read_json(f)["estimates"]]
+table = fig2_table(calibrations, estimates, adjacency=snakemake.params.adjacency)
+log.info("fig2 table:\n%s", table.to_string())
+write_csv(snakemake.output.csv, table)
+figures.save(figures.fig2(table), snakemake.output.png, snakemake.output.pdf)

@@ -1,0 +1,11 @@
+"""Snakemake adapter: eps_S and eps_AR over the sigma grid for one q (Fig A5 row)."""
+
+from subaudit import logs
+from subaudit.io import write_csv
+from subaudit.tables import ratio_grid_row
+
+log = logs.to_file(snakemake.log[0])
+p = snakemake.params
+row = ratio_grid_row(p.q, p.sigmas, p.steps, p.delta)
+log.info("ratio grid row:\n%s", row.to_string())
+write_csv(snakemake.output[0], row)
