@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 import pytest
+from dp_accounting import NeighboringRelation as NR
+from dp_accounting.pld import privacy_loss_distribution as pld_mod
 
 from subaudit import accounting as acc
 from subaudit.accounting import (
@@ -18,13 +20,12 @@ from subaudit.accounting import (
 )
 from subaudit.validation import ParameterError
 
-pld_mod = pytest.importorskip("dp_accounting.pld.privacy_loss_distribution")
-NR = pytest.importorskip("dp_accounting").NeighboringRelation
-
 RELATION = {"add-remove": NR.ADD_OR_REMOVE_ONE, "substitute": NR.REPLACE_ONE}
 
 
-def pld_epsilon(sigma: float, q: float, steps: int, delta: float, adjacency: str, interval: float = 1e-3) -> float:
+def pld_epsilon(
+    sigma: float, q: float, steps: int, delta: float, adjacency: str, interval: float = 1e-3
+) -> float:
     """dp-accounting PLD (pessimistic, connect-the-dots) epsilon of the Poisson-sampled Gaussian."""
     pld = pld_mod.from_gaussian_mechanism(
         standard_deviation=sigma,
@@ -73,11 +74,16 @@ def test_agrees_with_dp_accounting_pld(sigma, q, steps, delta, adjacency):
 
 
 def test_grid_reaches_large_epsilon_and_small_delta():
-    eps = [epsilon(0.6, 0.0625, 500, 1e-5, "substitute").epsilon, epsilon(0.6, 0.0625, 500, 1e-8, "add-remove").epsilon]
+    eps = [
+        epsilon(0.6, 0.0625, 500, 1e-5, "substitute").epsilon,
+        epsilon(0.6, 0.0625, 500, 1e-8, "add-remove").epsilon,
+    ]
     assert min(eps) > 35.0  # the grid above really covers epsilon ~ 40, also at delta 1e-8
 
 
-@pytest.mark.parametrize("sigma,steps,delta", [(168.076, 500, 1e-5), (20.0, 500, 1e-5), (5.0, 100, 1e-5), (8.0, 500, 1e-8)])
+@pytest.mark.parametrize(
+    "sigma,steps,delta", [(168.076, 500, 1e-5), (20.0, 500, 1e-5), (5.0, 100, 1e-5), (8.0, 500, 1e-8)]
+)
 @pytest.mark.parametrize("adjacency,sensitivity", [("add-remove", 1.0), ("substitute", 2.0)])
 def test_q1_equals_closed_form_gaussian(sigma, steps, delta, adjacency, sensitivity):
     mu = sensitivity * math.sqrt(steps) / sigma
@@ -123,7 +129,9 @@ def test_acceptance_values_quoted_elsewhere():
     assert round(a.epsilon, 2) == 4.14
 
 
-@pytest.mark.parametrize("sigma,q,steps", [(1.677, 0.0625, 500), (89.128, 1.0, 500), (1.5, 0.04, 2250), (5.0, 0.25, 200)])
+@pytest.mark.parametrize(
+    "sigma,q,steps", [(1.677, 0.0625, 500), (89.128, 1.0, 500), (1.5, 0.04, 2250), (5.0, 0.25, 200)]
+)
 def test_group_privacy_theorem(sigma, q, steps):
     delta = 1e-5
     g = epsilon(sigma, q, steps, delta, "group")
@@ -183,7 +191,8 @@ def test_epsilon_over_steps_matches_separate_calls():
             assert e.epsilon_estimate == pytest.approx(one.epsilon_estimate, rel=1e-3, abs=1e-3)
             assert abs(e.epsilon - one.epsilon) <= e.eps_error + one.eps_error + 1e-3 * one.epsilon
             assert e.epsilon_lower <= one.epsilon and one.epsilon_lower <= e.epsilon
-        assert series[-1].epsilon == pytest.approx(epsilon(1.677, 0.0625, 500, 1e-5, adjacency).epsilon, rel=1e-9)
+        full = epsilon(1.677, 0.0625, 500, 1e-5, adjacency)
+        assert series[-1].epsilon == pytest.approx(full.epsilon, rel=1e-9)
 
 
 def test_epsilon_over_steps_group():
@@ -193,7 +202,9 @@ def test_epsilon_over_steps_group():
     assert series[1].epsilon == pytest.approx(epsilon(1.677, 0.0625, 500, 1e-5, "group").epsilon, rel=1e-9)
 
 
-ADD_GRID = [(q, s, t) for q in (0.25, 0.0625, 0.01) for s, t in ((0.6, 500), (1.0, 100), (2.0, 500), (8.0, 2000))]
+ADD_GRID = [
+    (q, s, t) for q in (0.25, 0.0625, 0.01) for s, t in ((0.6, 500), (1.0, 100), (2.0, 500), (8.0, 2000))
+]
 
 
 @pytest.mark.parametrize("q,sigma,steps", ADD_GRID)
@@ -207,7 +218,8 @@ def test_add_direction_never_exceeds_remove_on_grid(q, sigma, steps):
     remove, add = (acc._curve(k, sigma, q, steps, eps_err, d_err, steps).bounds(delta) for k in kinds)
     assert add[1] <= remove[1] + eps_err
     # and the combined add/remove answer is the max over both
-    assert epsilon(sigma, q, steps, delta, "add-remove").epsilon == pytest.approx(max(remove[2], add[2]), rel=1e-12)
+    combined = epsilon(sigma, q, steps, delta, "add-remove")
+    assert combined.epsilon == pytest.approx(max(remove[2], add[2]), rel=1e-12)
 
 
 def test_add_direction_stays_below_its_support_bound():
@@ -323,9 +335,9 @@ def test_bad_inputs_name_the_parameter(change, name):
     assert info.value.name == name
     assert name in str(info.value)
     if name != "sigma":
-        cal = dict(target_epsilon=1.0, q=args["q"], steps=args["steps"], delta=args["delta"], adjacency=args["adjacency"])
+        cal = {k: args[k] for k in ("q", "steps", "delta", "adjacency")}
         with pytest.raises(ParameterError) as info:
-            calibrate_sigma(**cal)
+            calibrate_sigma(1.0, **cal)
         assert info.value.name == name
 
 

@@ -154,3 +154,12 @@ def test_estimate_rejects_bad_files(tmp_path):
     one_class.write_text("score,label\n1.0,1\n2.0,1\n")
     proc = run_cli("estimate", str(one_class), "--delta", "1e-5", check=False)
     assert proc.returncode != 0 and len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("estimator", ["heldout", "paper"])
+def test_estimate_identical_scores_is_zero_in_strict_json(tmp_path, estimator):
+    same = tmp_path / "same.csv"
+    same.write_text("score,label\n" + "1.0,1\n1.0,0\n" * 10)
+    out = cli_json("estimate", str(same), "--delta", "1e-5", "--estimator", estimator)
+    assert out["epsilon"] == 0.0
+    assert out["mu"] is None  # -inf: no threshold separates the worlds; null in strict JSON

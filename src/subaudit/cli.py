@@ -8,13 +8,12 @@ and one line on stderr naming the flag and its allowed range.
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from subaudit.io import dumps
 from subaudit.validation import ParameterError
 
 ACCOUNT_ADJACENCIES = ("add-remove", "substitute", "group")
@@ -40,7 +39,7 @@ def _flag(name: str) -> str:
 
 def _emit(result: dict[str, Any], as_json: bool, text: str) -> None:
     if as_json:
-        print(json.dumps(result, sort_keys=True, allow_nan=False))
+        print(dumps(result))
     else:
         print(text)
 
@@ -114,8 +113,7 @@ def _cmd_simulate_s1(args: argparse.Namespace) -> None:
 def _as_dict(obj: Any) -> dict[str, Any]:
     from dataclasses import asdict
 
-    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
-            for k, v in asdict(obj).items()}
+    return asdict(obj)
 
 
 def _int(text: str) -> int:

@@ -41,9 +41,30 @@ def _write_text(path: str | Path, writer: Callable[[IO[str]], None]) -> None:
         os.fsync(fh.fileno())
 
 
+def json_safe(value: Any) -> Any:
+    """``value`` with non-finite floats (NaN, +-inf) replaced by None, recursively.
+
+    Strict JSON has no NaN or Infinity; None (null) means "not a finite number".
+    """
+    if isinstance(value, float | np.floating):
+        return float(value) if np.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    if isinstance(value, np.integer):
+        return int(value)
+    return value
+
+
+def dumps(data: Mapping[str, Any], indent: int | None = None) -> str:
+    """Strict JSON text of ``data`` (sorted keys; non-finite floats as null)."""
+    return json.dumps(json_safe(data), indent=indent, sort_keys=True, allow_nan=False)
+
+
 def write_json(path: str | Path, data: Mapping[str, Any]) -> None:
-    """Write a JSON object (sorted keys, trailing newline) atomically."""
-    _write_text(path, lambda fh: fh.write(json.dumps(data, indent=2, sort_keys=True) + "\n"))
+    """Write a strict JSON object (sorted keys, trailing newline) atomically."""
+    _write_text(path, lambda fh: fh.write(dumps(data, indent=2) + "\n"))
 
 
 def read_json(path: str | Path) -> dict[str, Any]:
