@@ -841,7 +841,13 @@ def _epsilon(
         eps_error = _choose_eps_error(kinds, sigma, q, steps, delta, d_err)
     else:
         eps_error = _fit(kinds, sigma, q, steps, eps_error, d_err)
-    curves = _curves(kinds, sigma, q, steps, eps_error, d_err, steps)
+    return _result(_curves(kinds, sigma, q, steps, eps_error, d_err, steps),
+                   sigma, q, steps, delta, adjacency, d_err)
+
+
+def _result(curves: list[_EpsilonCurve], sigma: float, q: float, steps: int, delta: float,
+            adjacency: str, d_err: float) -> Epsilon:
+    """The Epsilon record of composed curves (add-remove or substitute) at ``delta``."""
     low, est, up = _bounds(curves, delta)
     return Epsilon(
         epsilon=up,
@@ -886,27 +892,8 @@ def epsilon_over_steps(
         ]
     d_err = REL_DELTA_ERROR * delta
     eps_err = _choose_eps_error(kinds, sigma, q, t_max, delta, d_err)
-    out = []
-    for t in counts:
-        curves = _curves(kinds, sigma, q, t_max, eps_err, d_err, t)
-        low, est, up = _bounds(curves, delta)
-        out.append(
-            Epsilon(
-                epsilon=up,
-                delta=delta,
-                adjacency=adjacency,
-                epsilon_lower=low,
-                epsilon_estimate=est,
-                delta_add_remove=None,
-                sigma=sigma,
-                q=q,
-                steps=t,
-                eps_error=curves[0].eps_error,
-                delta_error=d_err,
-                epsilon_add_remove=up if adjacency == "add-remove" else None,
-            )
-        )
-    return out
+    return [_result(_curves(kinds, sigma, q, t_max, eps_err, d_err, t), sigma, q, t, delta,
+                    adjacency, d_err) for t in counts]
 
 
 def _rdp_sigma(target: float, q: float, steps: int, delta: float, adjacency: str) -> float:
