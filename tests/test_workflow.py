@@ -94,6 +94,12 @@ def test_step_wise_scores_are_recorded(workdir):
     assert list(data["steps"]) == [20, 40]
     assert data["scores"].shape == (2, 1000)
     assert int(data["labels"].sum()) == 500
+    import json
+
+    est = json.loads((workdir / "results/s1/estimates/q1_eps2_rep0.json").read_text())["estimates"]
+    assert [(r["step"], r["estimator"]) for r in est] == [
+        (20, "heldout"), (20, "paper"), (40, "heldout"), (40, "paper")]
+    assert all(r["epsilon"] >= 0 and r["q"] == 1.0 and r["repeat"] == 0 for r in est)
 
 
 def test_second_run_does_nothing(workdir):

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from subaudit import accounting
-from subaudit.estimation import estimate_epsilon
+from subaudit.estimation import estimate_over_steps
 
 # Series names used in tables and legends.
 EPS_S = "eps_S (accounting)"
@@ -60,11 +60,11 @@ def s1_estimates(scores: np.ndarray, labels: np.ndarray, steps: Sequence[int], d
                  alpha: float, estimators: Iterable[str], seed: int) -> list[dict[str, Any]]:
     """One estimate record per (checkpoint step, estimator) of an S1 repeat."""
     records = []
-    for step, row in zip(steps, np.atleast_2d(scores)):
-        for name in estimators:
-            est = estimate_epsilon(row, labels, delta=delta, alpha=alpha, estimator=name, seed=seed)
-            records.append({"step": int(step), **est.to_dict()})
-    return records
+    for name in estimators:
+        per_step = estimate_over_steps(np.atleast_2d(scores), labels, delta=delta, alpha=alpha,
+                                       estimator=name, seed=seed)
+        records += [{"step": int(step), **est.to_dict()} for step, est in zip(steps, per_step)]
+    return sorted(records, key=lambda r: r["step"])
 
 
 def fig2_table(calibrations: Iterable[Mapping[str, Any]],
