@@ -222,7 +222,12 @@ class _PoissonGaussianPRV(PrivacyRandomVariable):
 
     # CDF -------------------------------------------------------------------------------
     def _zs(self, t: np.ndarray) -> list[tuple[float, np.ndarray]]:
-        raise NotImplementedError
+        """(weight, z) pairs with P[L <= t] = sum w Phi(z). Default: X ~ q N(1) + (1-q) N(0)
+        (the substitute and remove directions); the add direction overrides it."""
+        x = self.x_star(t)
+        if self.q == 1.0:
+            return [(1.0, (x - 1.0) / self.sigma)]
+        return [(self.q, (x - 1.0) / self.sigma), (1.0 - self.q, x / self.sigma)]
 
     def _log_pq(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         raise NotImplementedError
@@ -350,12 +355,6 @@ class SubstitutePoissonGaussian(_PoissonGaussianPRV):
             return self.s2 * y / 2.0
         return self.s2 * (y / 2.0 + _asinh_k_sinh(y, self.log_k))
 
-    def _zs(self, t):
-        x = self.x_star(t)
-        if self.q == 1.0:
-            return [(1.0, (x - 1.0) / self.sigma)]
-        return [(self.q, (x - 1.0) / self.sigma), (1.0 - self.q, x / self.sigma)]
-
     def _log_pq(self, x):
         base = _log_phi(x, self.sigma)
         up = (2.0 * x - 1.0) / (2.0 * self.s2)
@@ -381,12 +380,6 @@ class RemovePoissonGaussian(_PoissonGaussianPRV):
         if self.q == 1.0:
             return self.s2 * y + 0.5
         return self.s2 * _log_excess(y, self.log_q, self.q) + 0.5
-
-    def _zs(self, t):
-        x = self.x_star(t)
-        if self.q == 1.0:
-            return [(1.0, (x - 1.0) / self.sigma)]
-        return [(self.q, (x - 1.0) / self.sigma), (1.0 - self.q, x / self.sigma)]
 
     def _log_pq(self, x):
         base = _log_phi(x, self.sigma)
