@@ -113,8 +113,6 @@ __all__ = [
     "clear_cache",
     "epsilon",
     "epsilon_over_steps",
-    "gaussian_delta",
-    "gaussian_epsilon",
 ]
 
 ADJACENCIES = ("add-remove", "substitute", "group")
@@ -141,28 +139,6 @@ _LOG2 = math.log(2.0)
 
 class AccountingRangeError(ValueError):
     """The requested epsilon/delta lies beyond what the numerics resolve reliably."""
-
-
-# --------------------------------------------------------------------------------------
-# Closed-form Gaussian (q = 1) reference
-# --------------------------------------------------------------------------------------
-
-
-def gaussian_delta(eps: float, mu: float) -> float:
-    """delta(eps) of a Gaussian mechanism, mu = sensitivity * sqrt(T) / sigma (Dong et al.)."""
-    a = special.ndtr(-eps / mu + mu / 2.0)
-    b = math.exp(eps + special.log_ndtr(-eps / mu - mu / 2.0))
-    return float(a - b)
-
-
-def gaussian_epsilon(delta: float, mu: float) -> float:
-    """Inverse of :func:`gaussian_delta` in eps (0 where delta >= delta(0))."""
-    if gaussian_delta(0.0, mu) <= delta:
-        return 0.0
-    hi = 1.0
-    while gaussian_delta(hi, mu) > delta:
-        hi *= 2.0
-    return float(optimize.brentq(lambda e: gaussian_delta(e, mu) - delta, 0.0, hi, xtol=1e-13, rtol=1e-14))
 
 
 # --------------------------------------------------------------------------------------
