@@ -1,4 +1,4 @@
-"""The ``subaudit`` command line: accountants, calibration, estimation and S1 simulation.
+"""The ``subaudit`` command line: accountants, calibration, estimation, S1 simulation, bench.
 
 The flags are a contract (tests and users script against them). With ``--json`` a
 command prints exactly one JSON object on stdout. Invalid values exit with status 2
@@ -110,6 +110,17 @@ def _cmd_simulate_s1(args: argparse.Namespace) -> None:
         print(f"wrote {len(frame)} runs ({args.runs} per world) to {args.out}", file=sys.stderr)
 
 
+def _cmd_bench(args: argparse.Namespace) -> None:
+    from subaudit.bench import format_table, run_bench
+
+    def say(msg: str) -> None:
+        if not args.json:
+            print(f"measuring {msg} ...", file=sys.stderr)
+
+    result = run_bench(quick=args.quick, progress=say)
+    _emit(result, args.json, format_table(result))
+
+
 def _as_dict(obj: Any) -> dict[str, Any]:
     from dataclasses import asdict
 
@@ -174,6 +185,11 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--out", required=True, help="output CSV (columns score,label)")
     sp.add_argument("--quiet", action="store_true")
     sp.set_defaults(func=_cmd_simulate_s1)
+
+    sp = sub.add_parser("bench", help="training engine throughput vs Opacus and the matmul rate")
+    sp.add_argument("--quick", action="store_true", help="fewer steps (under a minute)")
+    sp.add_argument("--json", action="store_true")
+    sp.set_defaults(func=_cmd_bench)
     return p
 
 

@@ -1,0 +1,742 @@
+"""Batched DP training: R audit runs of one small model as one computation.
+
+An audit trains the same model many times, half the runs on ``D`` (bit 1, the
+target record ``z``) and half on ``D'`` (bit 0, the substitute ``z'``).  This
+module trains a chunk of runs at once.  The models are MLPs ``sizes = (d, h1,
+..., K)`` with Tanh between layers; a linear head on fixed features is
+``(d, K)``.  Every parameter tensor carries a leading run axis.
+
+DP semantics are Opacus' (``GradSampleModule`` + ``DPOptimizer``), checked
+against it in ``tests/test_engine.py``:
+
+* Poisson sampling: each of the ``n + 1`` records (the canary is record ``n``)
+  joins run r's batch at a step with probability q, drawn as
+  ``torch.rand(n + 1) < q`` (Opacus' ``UniformWithReplacementSampler``);
+* per-example gradients of the cross-entropy are clipped jointly over all
+  parameters by ``min(1, C / (||g_i|| + 1e-6))`` and summed;
+* ``N(0, sigma^2 C^2)`` noise is added to the sum, which is divided by the
+  expected batch size (default ``q (n + 1)``);
+* ``torch.optim.SGD`` or ``torch.optim.Adam`` then steps on the privatised
+  gradient (DP-SGD, DP-Adam).  Both are elementwise, so one optimiser over the
+  run-batched tensors performs every run's own update.
+
+Canaries (paper Algorithm 1):
+
+* :class:`InputCanary`: ``z`` or ``z'`` is the run's record ``n``, sampled,
+  clipped and noised like every other record.  Score after t steps:
+  ``f_{y_z}(x_z; theta_t) - f_{y_z'}(x_z'; theta_t)``, each record's raw logit
+  at its own label (for S3, where ``y_z' = y_z``, both are logits of the
+  target's true class).
+* :class:`GradientCanary`: when record ``n`` is sampled, the fixed vector
+  ``g_z`` (bit 1) or ``g_z'`` (bit 0), of norm at most C, is added to the summed
+  clipped gradient.  Score: ``<u, theta_t - theta_0>`` with ``u`` the unit
+  vector along ``g_z' - g_z``; for the paper's pair ``g_z = -C e_j``,
+  ``g_z' = +C e_j`` this is ``theta_t[j] - theta_0[j]``.
+
+Both scores are larger under ``D``, as :mod:`subaudit.estimation` expects.
+
+Speed: with the records shared by all runs (``dense`` batching) the first
+layer's forward and its weight gradient are each one large matrix product over
+all runs; per-example gradient norms use the closed form of a linear layer
+(``||g_i||^2 = sum_l ||delta_i^l||^2 (||a_i^{l-1}||^2 + 1)``) instead of
+materialising per-example gradients, which for R = 256 image heads would take
+4 GB.  At small q, ``gather`` batching packs each run's sampled records into a
+fixed number of slots and works per run (batched matrix products), doing about
+q of the dense work.
+
+Determinism: run r's randomness comes only from ``(seed, r)``, through three
+CPU generators (initialisation, sampling, noise) consumed in a fixed pattern
+per step: one ``rand(n + 1)`` and one ``normal_`` of all P parameters.  Every
+matrix product has shapes that do not depend on which runs share a chunk
+(chunks are padded to at least :data:`MIN_CHUNK` runs, and gather slots depend
+only on n and q), so on CPU a run's scores are bitwise the same alone, in a
+chunk of 7 or of 1,000, and for any thread count (tested).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from scipy import stats
+from tqdm.auto import tqdm
+
+from subaudit.seeding import derive_seed
+from subaudit.validation import (
+    ParameterError,
+    check_choice,
+    check_count,
+    check_positive,
+    check_sampling_rate,
+)
+
+__all__ = [
+    "BATCHINGS",
+    "MIN_CHUNK",
+    "OPTIMIZERS",
+    "DPConfig",
+    "GradientCanary",
+    "InputCanary",
+    "MLP",
+    "Records",
+    "RunStreams",
+    "TrainResult",
+    "checkpoints",
+    "gather_slots",
+    "init_params",
+    "train",
+]
+
+OPTIMIZERS: tuple[str, ...] = ("sgd", "adam")
+BATCHINGS: tuple[str, ...] = ("auto", "dense", "gather")
+
+#: Chunks are padded to at least this many runs: below it the BLAS picks
+#: shape-dependent kernels whose rounding differs (measured: a 500 x 768 by
+#: 768 x 10 product differs in the last bit from the same rows of a wider one).
+MIN_CHUNK = 16
+
+#: Gather slots cover a run's batch except with this probability per step.
+_SLOT_TAIL = 1e-15
+
+#: ``auto`` batching gathers when the slots are fewer than this fraction of the
+#: records and the first layer has at least this many outputs.
+_GATHER_BELOW = 0.5
+_GATHER_MIN_WIDTH = 32
+
+#: Opacus' clip factor: min(1, C / (||g|| + 1e-6)).
+_CLIP_EPS = 1e-6
+
+
+# --------------------------------------------------------------------------- model
+
+
+@dataclass(frozen=True)
+class MLP:
+    """Layer sizes ``(d, h1, ..., K)`` with Tanh between layers; ``(d, K)`` is a linear head.
+
+    Parameters are ordered as in ``torch.nn.Sequential(Linear, Tanh, ..., Linear)``:
+    weight ``(out, in)`` then bias ``(out,)`` per layer.
+    """
+
+    sizes: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        sizes = tuple(self.sizes)
+        if len(sizes) < 2:
+            raise ParameterError("sizes", sizes, "at least two layer sizes (d, ..., K)")
+        for i, s in enumerate(sizes):
+            check_count(s, f"sizes[{i}]")
+        object.__setattr__(self, "sizes", tuple(int(s) for s in sizes))
+
+    @property
+    def shapes(self) -> list[tuple[int, ...]]:
+        out: list[tuple[int, ...]] = []
+        for fan_in, fan_out in zip(self.sizes[:-1], self.sizes[1:]):
+            out += [(fan_out, fan_in), (fan_out,)]
+        return out
+
+    @property
+    def num_params(self) -> int:
+        return sum(math.prod(s) for s in self.shapes)
+
+    @property
+    def num_classes(self) -> int:
+        return self.sizes[-1]
+
+    def torch_module(self) -> torch.nn.Sequential:
+        """The same model as a plain ``torch.nn.Sequential`` (for Opacus and users)."""
+        layers: list[torch.nn.Module] = []
+        for i, (fan_in, fan_out) in enumerate(zip(self.sizes[:-1], self.sizes[1:])):
+            if i:
+                layers.append(torch.nn.Tanh())
+            layers.append(torch.nn.Linear(fan_in, fan_out))
+        return torch.nn.Sequential(*layers)
+
+
+@dataclass(frozen=True)
+class Records:
+    """Features ``x`` (n, d) and integer labels ``y`` (n,)."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+
+    def check(self, model: MLP, name: str) -> None:
+        x, y = self.x, self.y
+        if x.ndim != 2 or x.shape[1] != model.sizes[0]:
+            raise ParameterError(f"{name}.x", tuple(x.shape), f"shape (n, {model.sizes[0]})")
+        if y.ndim != 1 or y.shape[0] != x.shape[0]:
+            raise ParameterError(f"{name}.y", tuple(y.shape), f"shape ({x.shape[0]},)")
+        if x.shape[0] < 1:
+            raise ParameterError(f"{name}.x", tuple(x.shape), "at least one record")
+        if y.dtype.is_floating_point or y.dtype == torch.bool:
+            raise ParameterError(f"{name}.y", str(y.dtype), "an integer tensor")
+        if int(y.min()) < 0 or int(y.max()) >= model.num_classes:
+            bad = int(y.min()) if int(y.min()) < 0 else int(y.max())
+            raise ParameterError(f"{name}.y", bad, f"labels in 0..{model.num_classes - 1}")
+        if not torch.isfinite(x).all():
+            raise ParameterError(f"{name}.x", "non-finite values", "finite features")
+
+
+@dataclass(frozen=True)
+class InputCanary:
+    """Records ``z = (x[0], y[0])`` (bit 1) and ``z' = (x[1], y[1])`` (bit 0)."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+
+    def check(self, model: MLP) -> None:
+        if self.x.shape != (2, model.sizes[0]):
+            raise ParameterError("canary.x", tuple(self.x.shape), f"shape (2, {model.sizes[0]})")
+        Records(self.x, self.y).check(model, "canary")
+
+
+@dataclass(frozen=True)
+class GradientCanary:
+    """Gradient vectors ``g[0] = g_z`` (bit 1) and ``g[1] = g_z'`` (bit 0), flat (2, P)."""
+
+    g: torch.Tensor
+
+    @classmethod
+    def one_hot(cls, model: MLP, index: int, clip: float) -> GradientCanary:
+        """The paper's pair (Algorithm 2): ``g_z = -C e_j``, ``g_z' = +C e_j``.
+
+        The sign makes descent move ``theta[j]`` up under ``D``, so the score
+        ``theta_t[j] - theta_0[j]`` is larger under ``D``.
+        """
+        j = check_count(index, "canary index", minimum=0)
+        if j >= model.num_params:
+            raise ParameterError("canary index", index, f"0..{model.num_params - 1}")
+        g = torch.zeros(2, model.num_params, dtype=torch.float64)
+        g[0, j], g[1, j] = -clip, clip
+        return cls(g)
+
+    def check(self, model: MLP, clip: float) -> None:
+        if self.g.shape != (2, model.num_params):
+            raise ParameterError("canary.g", tuple(self.g.shape), f"shape (2, {model.num_params})")
+        norms = torch.linalg.vector_norm(self.g.double(), dim=1)
+        if bool((norms > clip * (1 + 1e-6)).any()):
+            raise ParameterError("canary.g", f"norms {norms.tolist()}", f"norm <= clip = {clip}")
+        if bool(torch.equal(self.g[0], self.g[1])):
+            raise ParameterError("canary.g", "g_z == g_z'", "two different vectors")
+
+
+Canary = InputCanary | GradientCanary
+
+
+@dataclass(frozen=True)
+class DPConfig:
+    """DP-SGD / DP-Adam hyper-parameters of one audit setting."""
+
+    steps: int
+    sampling_rate: float
+    noise_multiplier: float
+    clip: float
+    lr: float
+    optimizer: str = "sgd"
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
+    expected_batch_size: float | None = None
+
+    def __post_init__(self) -> None:
+        check_count(self.steps, "steps")
+        check_sampling_rate(self.sampling_rate, "sampling_rate")
+        if not (math.isfinite(self.noise_multiplier) and self.noise_multiplier >= 0):
+            raise ParameterError("noise_multiplier", self.noise_multiplier, "a finite number >= 0")
+        check_positive(self.clip, "clip")
+        check_positive(self.lr, "lr")
+        check_choice(self.optimizer, "optimizer", OPTIMIZERS)
+        if self.expected_batch_size is not None:
+            check_positive(self.expected_batch_size, "expected_batch_size")
+
+
+@dataclass
+class TrainResult:
+    """Scores per checkpoint and run (larger under ``D``), and optional extras."""
+
+    runs: np.ndarray                 # (R,) run indices
+    bits: np.ndarray                 # (R,) 1 = D (z), 0 = D' (z')
+    steps: np.ndarray                # (S,) checkpoints: training steps done
+    scores: np.ndarray               # (S, R) float64
+    accuracy_steps: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    accuracy: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))  # (A, R)
+    params: list[np.ndarray] | None = None  # final parameters, each (R, *shape)
+
+
+# --------------------------------------------------------------------------- randomness
+
+
+class RunStreams:
+    """The three random streams of one run, derived only from ``(seed, run)``.
+
+    Per step the engine draws exactly ``rand(n_records)`` (float32; skipped at
+    q = 1, where every record is sampled) from ``mask`` and one ``normal_`` of
+    ``P`` values from ``noise`` (parameters in order, weight then bias per
+    layer); ``init`` is used once.  Tests feed Opacus from the same streams.
+    """
+
+    def __init__(self, seed: int, run: int) -> None:
+        self.init = torch.Generator().manual_seed(derive_seed(seed, "run", int(run), "init"))
+        self.mask = torch.Generator().manual_seed(derive_seed(seed, "run", int(run), "mask"))
+        self.noise = torch.Generator().manual_seed(derive_seed(seed, "run", int(run), "noise"))
+
+    def draw_uniform(self, out: torch.Tensor) -> torch.Tensor:
+        """One step's sampling uniforms (float32, one per record); ``< q`` samples."""
+        return torch.rand(out.shape, generator=self.mask, out=out)
+
+    def draw_noise(self, out: torch.Tensor) -> torch.Tensor:
+        """One step's standard normal noise, P values in parameter order."""
+        return out.normal_(generator=self.noise)
+
+
+def init_params(
+    model: MLP, streams: Sequence[RunStreams], init: str | Sequence[torch.Tensor],
+    dtype: torch.dtype = torch.float32,
+) -> list[torch.Tensor]:
+    """Initial parameters, each ``(R, *shape)``.
+
+    ``"zero"``; ``"random"``: PyTorch's ``nn.Linear`` default, ``U(-1/sqrt(in),
+    1/sqrt(in))`` for weight and bias, drawn per run from its ``init`` stream;
+    or given tensors (one per parameter), the same for every run.
+    """
+    R = len(streams)
+    shapes = model.shapes
+    if isinstance(init, str):
+        check_choice(init, "init", ("zero", "random"))
+        params = [torch.zeros((R, *s), dtype=dtype) for s in shapes]
+        if init == "random":
+            fan_ins = [fan_in for fan_in in model.sizes[:-1] for _ in range(2)]
+            for r, st in enumerate(streams):
+                for p, s, fan_in in zip(params, shapes, fan_ins):
+                    bound = 1.0 / math.sqrt(fan_in)
+                    p[r] = torch.empty(s).uniform_(-bound, bound, generator=st.init).to(dtype)
+        return params
+    given = list(init)
+    if len(given) != len(shapes):
+        raise ParameterError("init", f"{len(given)} tensors", f"{len(shapes)} tensors {shapes}")
+    for i, (t, s) in enumerate(zip(given, shapes)):
+        if tuple(t.shape) != s:
+            raise ParameterError(f"init[{i}]", tuple(t.shape), f"shape {s}")
+    return [torch.as_tensor(t, dtype=dtype).expand(R, *s).clone() for t, s in zip(given, shapes)]
+
+
+# --------------------------------------------------------------------------- batching
+
+
+def gather_slots(n: int, q: float) -> int:
+    """Slots per run in gather batching: the (1 - 1e-15) quantile of Binomial(n, q).
+
+    A function of n and q only, so products have the same shapes in every chunk.
+    """
+    if q >= 1.0:
+        return n
+    k = int(stats.binom.isf(_SLOT_TAIL, n, q)) + 1
+    return min(n, max(8, -(-k // 8) * 8))
+
+
+def _choose_batching(batching: str, model: MLP, n: int, q: float) -> str:
+    """``auto``: gather when the slots are few and the first layer is wide.
+
+    Gathering copies each sampled row (d values) for ``2 * sizes[1]`` flops per
+    value and per pass; with a narrow first layer (a linear head with K = 10)
+    the copy and the narrow per-run products cost more than dense batching
+    saves (measured: 768 -> 10 head, n = 500, q = 0.0625: dense 7,200,
+    gather 4,100 model-steps/s; 600 -> 128 -> 100 MLP, n = 5,000, q = 0.25:
+    dense 47, gather 141).
+    """
+    check_choice(batching, "batching", BATCHINGS)
+    if batching != "auto":
+        return batching
+    few = gather_slots(n, q) < _GATHER_BELOW * (n + 1)
+    return "gather" if few and model.sizes[1] >= _GATHER_MIN_WIDTH else "dense"
+
+
+def checkpoints(steps: int, every: int) -> np.ndarray:
+    """Steps at which scores are recorded: every ``every`` steps, and the last."""
+    check_count(every, "score_every")
+    pts = list(range(every, steps + 1, every))
+    if not pts or pts[-1] != steps:
+        pts.append(steps)
+    return np.asarray(pts, dtype=np.int64)
+
+
+@dataclass
+class _Batch:
+    """One step's rows: shared ``x`` (N, d) or per-run ``x`` (R, B, d), with weights."""
+
+    x: torch.Tensor
+    onehot: torch.Tensor       # (N, K) or (R, B, K)
+    x_sq: torch.Tensor         # (N,) or (R, B): ||x||^2 + 1 (weight and bias of layer 1)
+    weight: torch.Tensor       # (R, rows): 1 where the record is in the batch
+    shared: bool
+
+
+# --------------------------------------------------------------------------- maths
+
+
+def _forward(params: Sequence[torch.Tensor], x: torch.Tensor, shared: bool):
+    """Activations ``a_0..a_{L-1}`` (a_0 = x) and logits (R, rows, K)."""
+    acts = [x]
+    L = len(params) // 2
+    a = x
+    for layer in range(L):
+        w, b = params[2 * layer], params[2 * layer + 1]
+        R, out, fan_in = w.shape
+        if layer == 0 and shared:
+            # One product for all runs; stored rows-major (rows, R, out), seen as (R, rows, out).
+            z = (x @ w.reshape(R * out, fan_in).T).view(x.shape[0], R, out)
+            z = z.add_(b).transpose(0, 1)
+        else:
+            z = torch.baddbmm(b[:, None, :], a, w.transpose(1, 2))
+        if layer < L - 1:
+            a = torch.tanh(z)
+            acts.append(a)
+        else:
+            return acts, z
+    raise AssertionError  # pragma: no cover
+
+
+def _softmax(z: torch.Tensor) -> torch.Tensor:
+    """Softmax over the last axis (K is small: torch.softmax is 6x slower here)."""
+    e = (z - z.amax(-1, keepdim=True)).exp_()
+    return e.div_(e.sum(-1, keepdim=True))
+
+
+def _clipped_sum(
+    params: Sequence[torch.Tensor], batch: _Batch, clip: float, grads: Sequence[torch.Tensor]
+) -> None:
+    """Write the sum of the batch's clipped per-example gradients into ``grads``."""
+    acts, z = _forward(params, batch.x, batch.shared)
+    delta = _softmax(z) - batch.onehot                        # dloss/dlogits, (R, rows, K)
+    L = len(params) // 2
+    deltas = [delta]
+    for layer in range(L - 1, 0, -1):
+        a = acts[layer]
+        delta = torch.bmm(delta, params[2 * layer]) * (1 - a * a)
+        deltas.append(delta)
+    deltas.reverse()
+    # ||g_i||^2 = sum_l ||delta_l||^2 (||a_{l-1}||^2 + 1), the closed form of linear layers.
+    sq = (deltas[0] * deltas[0]).sum(-1) * batch.x_sq
+    for layer in range(1, L):
+        a = acts[layer]
+        sq = sq + (deltas[layer] * deltas[layer]).sum(-1) * ((a * a).sum(-1) + 1)
+    factor = (clip / (sq.sqrt() + _CLIP_EPS)).clamp(max=1.0) * batch.weight   # (R, rows)
+    for layer in range(L):
+        wd = deltas[layer] * factor[..., None]                                 # (R, rows, out)
+        gw, gb = grads[2 * layer], grads[2 * layer + 1]
+        R, out, fan_in = gw.shape
+        if layer == 0 and batch.shared:
+            rows = batch.x.shape[0]
+            flat = wd.transpose(0, 1).reshape(rows, R * out)
+            torch.mm(flat.T, batch.x, out=gw.view(R * out, fan_in))
+        else:
+            torch.bmm(wd.transpose(1, 2), acts[layer], out=gw)
+        torch.sum(wd, dim=1, out=gb)
+
+
+def _logits_at(params: Sequence[torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Raw logits ``f_{y_i}(x_i)`` of shared rows for every run, (R, rows)."""
+    _, z = _forward(params, x, shared=True)
+    return z.gather(2, y.view(1, -1, 1).expand(z.shape[0], -1, 1)).squeeze(2)
+
+
+def _accuracy(params: Sequence[torch.Tensor], test: Records, rows_per_pass: int) -> torch.Tensor:
+    correct = torch.zeros(params[0].shape[0], dtype=torch.float64, device=params[0].device)
+    for lo in range(0, test.x.shape[0], rows_per_pass):
+        x, y = test.x[lo:lo + rows_per_pass], test.y[lo:lo + rows_per_pass]
+        _, z = _forward(params, x, shared=True)
+        correct += (z.argmax(-1) == y.view(1, -1)).sum(1).double()
+    return correct / test.x.shape[0]
+
+
+# --------------------------------------------------------------------------- driver
+
+
+@dataclass
+class _Setup:
+    model: MLP
+    data: Records
+    canary: Canary | None
+    dp: DPConfig
+    batching: str
+    slots: int
+    device: torch.device
+    dtype: torch.dtype
+
+    @property
+    def n(self) -> int:
+        return self.data.x.shape[0]
+
+    @property
+    def n_records(self) -> int:
+        """Records a run samples from: the data and, if any, its canary (record n)."""
+        return self.n + (self.canary is not None)
+
+
+def _bytes_per_run(s: _Setup, test_rows: int) -> int:
+    """Rough peak memory of one run in a chunk (activations, gradients, state)."""
+    rows = (s.slots + 1) if s.batching == "gather" else s.n + 2
+    width = sum(s.model.sizes[1:])
+    per_row = 5 * width + 4 + (s.model.sizes[0] if s.batching == "gather" else 0)
+    params = s.model.num_params * (6 + (2 if s.dp.optimizer == "adam" else 0))
+    item = torch.empty(0, dtype=s.dtype).element_size()
+    return item * (max(rows, test_rows) * per_row + params)
+
+
+def _shared_rows(s: _Setup) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Dense batching's rows: the data, then z and z' for an input canary."""
+    x, y = s.data.x, s.data.y
+    if isinstance(s.canary, InputCanary):
+        x, y = torch.cat([x, s.canary.x]), torch.cat([y, s.canary.y])
+    onehot = torch.nn.functional.one_hot(y, s.model.num_classes).to(s.dtype)
+    return x, onehot, (x * x).sum(-1) + 1
+
+
+def _make_batch(s: _Setup, masks: torch.Tensor, bits: torch.Tensor, shared_rows) -> _Batch:
+    """This step's rows and weights for a chunk; ``masks`` is (R, n_records) bool."""
+    n = s.n
+    is_input = isinstance(s.canary, InputCanary)
+    if s.batching == "dense":
+        x, onehot, x_sq = shared_rows
+        weight = masks[:, :n]
+        if is_input:
+            canary_in = masks[:, n]
+            weight = torch.cat(
+                [weight, (canary_in & bits)[:, None], (canary_in & ~bits)[:, None]], dim=1)
+        return _Batch(x, onehot, x_sq, weight.to(s.dtype), shared=True)
+    # gather: each run's sampled records packed, ascending, into s.slots slots.
+    base = masks[:, :n]
+    counts = base.sum(1)
+    slots = max(s.slots, int(counts.max()))  # more only with probability < 1e-15 per step
+    rr, ii = base.nonzero(as_tuple=True)
+    pos = base.cumsum(1)[rr, ii] - 1
+    idx = torch.zeros(masks.shape[0], slots, dtype=torch.long, device=masks.device)
+    idx[rr, pos] = ii
+    weight = torch.arange(slots, device=masks.device)[None, :] < counts[:, None]
+    x, y = s.data.x[idx], s.data.y[idx]
+    if is_input:
+        which = torch.where(bits, 0, 1)
+        x = torch.cat([x, s.canary.x[which][:, None, :]], dim=1)
+        y = torch.cat([y, s.canary.y[which][:, None]], dim=1)
+        weight = torch.cat([weight, masks[:, n:n + 1]], dim=1)
+    onehot = torch.nn.functional.one_hot(y, s.model.num_classes).to(s.dtype)
+    return _Batch(x, onehot, (x * x).sum(-1) + 1, weight.to(s.dtype), shared=False)
+
+
+class _Scorer:
+    """A chunk's canary scores from its current parameters (see the module doc)."""
+
+    def __init__(self, canary: Canary | None, params: Sequence[torch.Tensor]) -> None:
+        self.canary = canary
+        if isinstance(canary, GradientCanary):
+            u = (canary.g[1] - canary.g[0]).double()
+            self.u = (u / torch.linalg.vector_norm(u)).to(params[0].device, params[0].dtype)
+            self.start = _flat(params) @ self.u
+
+    def __call__(self, params: Sequence[torch.Tensor]) -> torch.Tensor:
+        c = self.canary
+        if isinstance(c, GradientCanary):
+            return (_flat(params) @ self.u - self.start).double()
+        if isinstance(c, InputCanary):
+            logit = _logits_at(params, c.x, c.y)
+            return (logit[:, 0] - logit[:, 1]).double()
+        return torch.full((params[0].shape[0],), math.nan, dtype=torch.float64)
+
+
+def _flat(params: Sequence[torch.Tensor]) -> torch.Tensor:
+    return torch.cat([p.reshape(p.shape[0], -1) for p in params], dim=1)
+
+
+Observer = Callable[[int, list[torch.Tensor]], None]
+
+
+def _train_chunk(
+    s: _Setup, runs: np.ndarray, bits_np: np.ndarray, seed: int,
+    init: str | Sequence[torch.Tensor], steps_out: np.ndarray, acc_steps: np.ndarray,
+    test: Records | None, test_rows: int, bar: tqdm, observe: Observer | None,
+) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    real = len(runs)
+    pad = max(0, MIN_CHUNK - real)
+    # Padding runs repeat the last run's streams; their results are discarded.
+    streams = [RunStreams(seed, int(r)) for r in np.concatenate([runs, np.repeat(runs[-1:], pad)])]
+    bits = torch.as_tensor(np.concatenate([bits_np, np.repeat(bits_np[-1:], pad)]).astype(bool))
+    R, dev, dt, dp = len(streams), s.device, s.dtype, s.dp
+
+    params = [p.to(dev) for p in init_params(s.model, streams, init, dt)]
+    grads = [torch.empty_like(p) for p in params]
+    for p, g in zip(params, grads):
+        p.grad = g
+    if dp.optimizer == "sgd":
+        opt: torch.optim.Optimizer = torch.optim.SGD(params, lr=dp.lr)
+    else:
+        opt = torch.optim.Adam(params, lr=dp.lr, betas=dp.betas, eps=dp.eps)
+    shared_rows = _shared_rows(s) if s.batching == "dense" else None
+    scorer = _Scorer(s.canary, params)
+    canary_g = None
+    if isinstance(s.canary, GradientCanary):
+        g = s.canary.g.to(dev, dt)
+        canary_g = torch.where(bits.to(dev)[:, None], g[0], g[1])                # (R, P)
+
+    std = dp.noise_multiplier * dp.clip
+    batch_norm = dp.expected_batch_size or dp.sampling_rate * s.n_records
+    noise = torch.empty(R, s.model.num_params, dtype=dt)
+    # At q = 1 every record is in every batch: no uniforms are drawn.
+    uniforms = None if dp.sampling_rate == 1.0 else torch.empty(R, s.n_records)
+    all_in = torch.ones(R, s.n_records, dtype=torch.bool)
+    offsets = np.cumsum([0] + [math.prod(sh) for sh in s.model.shapes])
+    scores = np.empty((len(steps_out), R))
+    accuracy = np.empty((len(acc_steps), R))
+    want_scores = {int(t): i for i, t in enumerate(steps_out)}
+    want_acc = {int(t): i for i, t in enumerate(acc_steps)}
+
+    for t in range(dp.steps + 1):
+        if t in want_scores:
+            scores[want_scores[t]] = scorer(params).cpu().numpy()
+        if t in want_acc and test is not None:
+            accuracy[want_acc[t]] = _accuracy(params, test, test_rows).cpu().numpy()
+        if t == dp.steps:
+            break
+        _draw_step(streams, uniforms, noise)
+        masks = (all_in if uniforms is None else uniforms < dp.sampling_rate).to(dev)
+        _clipped_sum(params, _make_batch(s, masks, bits.to(dev), shared_rows), dp.clip, grads)
+        noise_dev = noise.to(dev)
+        if canary_g is not None:
+            canary_step = canary_g * masks[:, s.n, None].to(dt)
+        for gr, lo, hi in zip(grads, offsets[:-1], offsets[1:]):
+            if canary_g is not None:
+                gr += canary_step[:, lo:hi].reshape(gr.shape)
+            gr.add_(noise_dev[:, lo:hi].reshape(gr.shape), alpha=std)
+            gr.div_(batch_norm)
+        opt.step()
+        if observe is not None:
+            observe(t + 1, [p[:real] for p in params])
+        bar.update(real)
+    final = [p[:real].cpu().numpy() for p in params]
+    return scores[:, :real], accuracy[:, :real], final
+
+
+_POOL: ThreadPoolExecutor | None = None
+
+
+def _draw_step(
+    streams: Sequence[RunStreams], uniforms: torch.Tensor | None, noise: torch.Tensor
+) -> None:
+    """Each run's uniforms and noise for one step, runs split over threads.
+
+    Every run owns its generators and its rows, so the split changes nothing
+    but the wall time (torch releases the GIL while drawing).
+    """
+    global _POOL
+
+    def work(lo: int, hi: int) -> None:
+        for r in range(lo, hi):
+            if uniforms is not None:
+                streams[r].draw_uniform(uniforms[r])
+            streams[r].draw_noise(noise[r])
+
+    workers = max(1, torch.get_num_threads())
+    R = len(streams)
+    if workers == 1 or R < 2 * workers:
+        work(0, R)
+        return
+    if _POOL is None or _POOL._max_workers != workers:
+        _POOL = ThreadPoolExecutor(workers, thread_name_prefix="subaudit-rng")
+    bounds = np.linspace(0, R, workers + 1).astype(int)
+    list(_POOL.map(work, bounds[:-1], bounds[1:]))
+
+
+def train(
+    model: MLP,
+    data: Records,
+    canary: Canary | None,
+    dp: DPConfig,
+    *,
+    seed: int,
+    runs: Sequence[int] | np.ndarray,
+    bits: Sequence[int] | np.ndarray,
+    score_every: int,
+    init: str | Sequence[torch.Tensor] = "zero",
+    test: Records | None = None,
+    accuracy_steps: Sequence[int] = (),
+    batching: str = "auto",
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype = torch.float32,
+    memory_mb: float = 2048,
+    keep_params: bool = False,
+    observe: Observer | None = None,
+    progress: bool = True,
+) -> TrainResult:
+    """Train runs ``runs`` (bits ``bits``: 1 = D with z, 0 = D' with z') and score them.
+
+    Scores are recorded after every ``score_every`` steps and after the last
+    (:func:`checkpoints`); test accuracy after each step count in
+    ``accuracy_steps`` (0 = before training).  ``canary=None`` trains on the
+    data alone (scores are NaN).  ``observe(t, params)`` is called after every
+    step with the chunk's parameters.  Runs are processed in chunks that fit
+    ``memory_mb``; results do not depend on the chunking.
+    """
+    model = MLP(tuple(model.sizes))
+    data.check(model, "data")
+    if isinstance(canary, InputCanary):
+        canary.check(model)
+    elif isinstance(canary, GradientCanary):
+        canary.check(model, dp.clip)
+    elif canary is not None:
+        raise ParameterError("canary", type(canary).__name__, "InputCanary, GradientCanary or None")
+    if test is not None:
+        test.check(model, "test")
+    runs_np = np.asarray(runs, dtype=np.int64).reshape(-1)
+    bits_np = np.asarray(bits).reshape(-1)
+    if runs_np.size == 0:
+        raise ParameterError("runs", [], "at least one run index")
+    if bits_np.shape != runs_np.shape:
+        raise ParameterError("bits", f"{bits_np.size} values", f"one per run ({runs_np.size})")
+    if not np.isin(bits_np, (0, 1)).all():
+        raise ParameterError("bits", sorted(set(bits_np.tolist())), "0 or 1 per run")
+    if len(np.unique(runs_np)) != runs_np.size or (runs_np < 0).any():
+        raise ParameterError("runs", "duplicate or negative indices", "distinct indices >= 0")
+    acc = np.asarray(sorted({int(a) for a in accuracy_steps}), dtype=np.int64)
+    if acc.size and (acc[0] < 0 or acc[-1] > dp.steps):
+        raise ParameterError("accuracy_steps", acc.tolist(), f"step counts in 0..{dp.steps}")
+    if acc.size and test is None:
+        raise ParameterError("test", None, "test records when accuracy_steps is given")
+    check_positive(memory_mb, "memory_mb")
+    if dtype not in (torch.float32, torch.float64):
+        raise ParameterError("dtype", str(dtype), "torch.float32 or torch.float64")
+    dev = torch.device(device)
+
+    n = data.x.shape[0]
+    mode = _choose_batching(batching, model, n, dp.sampling_rate)
+    data = Records(data.x.to(dev, dtype), data.y.to(dev, torch.long))
+    if isinstance(canary, InputCanary):
+        canary = InputCanary(canary.x.to(dev, dtype), canary.y.to(dev, torch.long))
+    setup = _Setup(model, data, canary, dp, mode, gather_slots(n, dp.sampling_rate), dev, dtype)
+    steps_out = checkpoints(dp.steps, score_every)
+    test_rows = n + 2 if test is None else min(test.x.shape[0], n + 2)
+    test_dev = None if test is None else Records(test.x.to(dev, dtype), test.y.to(dev, torch.long))
+    chunk = max(MIN_CHUNK, int(memory_mb * 2**20 // _bytes_per_run(setup, test_rows)))
+
+    scores, accs, finals = [], [], []
+    with torch.no_grad(), tqdm(total=runs_np.size * dp.steps, unit="model-step",
+                               disable=not progress, desc="DP training", mininterval=1.0) as bar:
+        for lo in range(0, runs_np.size, chunk):
+            sl = slice(lo, lo + chunk)
+            sc, ac, fin = _train_chunk(
+                setup, runs_np[sl], bits_np[sl].astype(np.int64), seed, init, steps_out, acc,
+                test_dev, test_rows, bar, observe)
+            scores.append(sc)
+            accs.append(ac)
+            finals.append(fin)
+    params = None
+    if keep_params:
+        params = [np.concatenate([f[i] for f in finals]) for i in range(len(finals[0]))]
+    return TrainResult(
+        runs=runs_np, bits=bits_np.astype(np.int8), steps=steps_out,
+        scores=np.concatenate(scores, axis=1),
+        accuracy_steps=acc,
+        accuracy=np.concatenate(accs, axis=1) if acc.size else np.zeros((0, runs_np.size)),
+        params=params,
+    )

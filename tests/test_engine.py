@@ -1,0 +1,353 @@
+"""The batched DP training engine against Opacus, and its determinism.
+
+Opacus is the reference: for each run, an Opacus ``GradSampleModule`` +
+``DPOptimizer`` is driven with the run's own sampling masks and noise draws
+(``RunStreams``: the masks select the batch, Opacus' ``_generate_noise`` is fed
+from the run's noise stream) and its parameters after T steps must equal the
+engine's.
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from subaudit import engine
+from subaudit.engine import (
+    MLP,
+    DPConfig,
+    GradientCanary,
+    InputCanary,
+    Records,
+    RunStreams,
+    init_params,
+    train,
+)
+from subaudit.validation import ParameterError
+
+opacus = pytest.importorskip("opacus")
+from opacus import GradSampleModule  # noqa: E402
+from opacus.optimizers import DPOptimizer  # noqa: E402
+from opacus.optimizers import optimizer as opacus_optimizer  # noqa: E402
+
+SEED = 20260101
+
+
+def _data(n: int, d: int, k: int, seed: int, dtype=torch.float64) -> Records:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, d, generator=g, dtype=dtype) * 1.5
+    y = torch.randint(0, k, (n,), generator=g)
+    return Records(x, y)
+
+
+class _CanaryDPOptimizer(DPOptimizer):
+    """Opacus' DPOptimizer plus Algorithm 1 line 15: g_z added when the canary is sampled."""
+
+    canary_step: list[torch.Tensor] | None = None
+
+    def clip_and_accumulate(self) -> None:
+        super().clip_and_accumulate()
+        if self.canary_step is not None:
+            for p, g in zip(self.params, self.canary_step):
+                p.summed_grad += g
+
+
+def _opacus_run(model: MLP, data: Records, canary, dp: DPConfig, run: int, bit: int,
+                init, dtype, monkeypatch) -> list[torch.Tensor]:
+    """One run trained by Opacus with the run's masks and noise draws."""
+    streams = RunStreams(SEED, run)
+    module = model.torch_module().to(dtype)
+    with torch.no_grad():
+        for p, p0 in zip(module.parameters(), init_params(model, [streams], init, dtype)):
+            p.copy_(p0[0])
+    gsm = GradSampleModule(module, loss_reduction="mean")
+    base = (torch.optim.SGD(gsm.parameters(), lr=dp.lr) if dp.optimizer == "sgd" else
+            torch.optim.Adam(gsm.parameters(), lr=dp.lr, betas=dp.betas, eps=dp.eps))
+    n = data.x.shape[0]
+    n_records = n + (canary is not None)
+    opt = _CanaryDPOptimizer(
+        base, noise_multiplier=dp.noise_multiplier, max_grad_norm=dp.clip,
+        expected_batch_size=dp.sampling_rate * n_records, loss_reduction="mean")
+
+    x, y = data.x, data.y
+    if isinstance(canary, InputCanary):
+        x = torch.cat([x, canary.x[0 if bit else 1][None]])
+        y = torch.cat([y, canary.y[0 if bit else 1][None]])
+    shapes = model.shapes
+    offsets = np.cumsum([0] + [math.prod(s) for s in shapes])
+    pending: list[torch.Tensor] = []
+
+    def fed_noise(std, reference, generator=None, secure_mode=False):
+        if not pending:
+            xi = streams.draw_noise(torch.empty(model.num_params, dtype=dtype))
+            pending.extend(xi[lo:hi].reshape(s) for s, lo, hi in
+                           zip(shapes, offsets[:-1], offsets[1:]))
+        return std * pending.pop(0).view(reference.shape)
+
+    monkeypatch.setattr(opacus_optimizer, "_generate_noise", fed_noise)
+    criterion = torch.nn.CrossEntropyLoss()
+    for _ in range(dp.steps):
+        if dp.sampling_rate == 1.0:
+            mask = torch.ones(n_records, dtype=torch.bool)
+        else:
+            mask = streams.draw_uniform(torch.empty(n_records)) < dp.sampling_rate
+        opt.canary_step = None
+        rows = mask.clone()
+        if isinstance(canary, GradientCanary):
+            rows = mask[:n]
+            if mask[n]:
+                g = canary.g[0 if bit else 1].to(dtype)
+                opt.canary_step = [g[lo:hi].reshape(s) for s, lo, hi in
+                                   zip(shapes, offsets[:-1], offsets[1:])]
+        assert rows.any(), "pick a seed without empty batches"
+        opt.zero_grad()
+        criterion(gsm(x[rows]), y[rows]).backward()
+        opt.step()
+        assert not pending
+    return [p.detach().clone() for p in gsm._module.parameters()]
+
+
+CASES = [
+    # model sizes, optimizer, canary kind, q, init, batching
+    ((12, 4), "sgd", "gradient", 1.0, "zero", "dense"),
+    ((12, 4), "sgd", "input", 0.5, "zero", "dense"),
+    ((12, 4), "adam", "input", 1.0, "zero", "dense"),
+    ((12, 7, 4), "adam", "input", 0.5, "random", "dense"),
+    ((12, 7, 4), "adam", "gradient", 0.5, "random", "gather"),
+    ((12, 7, 4), "sgd", "input", 0.5, "random", "gather"),
+    ((12, 7, 4), "sgd", "gradient", 1.0, "given", "dense"),
+]
+
+
+@pytest.mark.parametrize("sizes,optimizer,kind,q,init,batching", CASES)
+def test_engine_equals_opacus(sizes, optimizer, kind, q, init, batching, monkeypatch):
+    model = MLP(sizes)
+    n = 24
+    data = _data(n, sizes[0], sizes[-1], seed=1)
+    if kind == "input":
+        canary = InputCanary(torch.randn(2, sizes[0], dtype=torch.float64) * 3,
+                             torch.tensor([1, 3]))
+    else:
+        canary = GradientCanary.one_hot(model, model.num_params - 3, clip=1.5)
+    if init == "given":
+        g = torch.Generator().manual_seed(5)
+        init = [torch.randn(s, generator=g, dtype=torch.float64) * 0.2 for s in model.shapes]
+    dp = DPConfig(steps=6, sampling_rate=q, noise_multiplier=0.7, clip=1.5,
+                  lr=0.05 if optimizer == "sgd" else 0.01, optimizer=optimizer)
+    runs, bits = [0, 1, 2, 3], [1, 0, 1, 0]
+    res = train(model, data, canary, dp, seed=SEED, runs=runs, bits=bits, score_every=3,
+                init=init, batching=batching, dtype=torch.float64, keep_params=True,
+                progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for i, (run, bit) in enumerate(zip(runs, bits)):
+            ref = _opacus_run(model, data, canary, dp, run, bit, init, torch.float64,
+                              monkeypatch)
+            for mine, theirs in zip(res.params, ref):
+                np.testing.assert_allclose(mine[i], theirs.numpy(), rtol=1e-9, atol=1e-11)
+            # The final score, recomputed from Opacus' parameters.
+            if kind == "input":
+                module = model.torch_module().double()
+                with torch.no_grad():
+                    for p, v in zip(module.parameters(), ref):
+                        p.copy_(v)
+                    logits = module(canary.x)
+                expect = float(logits[0, 1] - logits[1, 3])
+            else:
+                j = model.num_params - 3
+                flat0 = torch.cat([p[0].reshape(-1) for p in
+                                   init_params(model, [RunStreams(SEED, run)], init,
+                                               torch.float64)])
+                flat = torch.cat([p.reshape(-1) for p in ref])
+                expect = float(flat[j] - flat0[j])
+            assert res.scores[-1, i] == pytest.approx(expect, rel=1e-9, abs=1e-12)
+
+
+def test_float32_close_to_opacus(monkeypatch):
+    """The default dtype agrees with Opacus in float32 within float tolerance."""
+    model = MLP((30, 10))
+    data = _data(40, 30, 10, seed=2, dtype=torch.float32)
+    canary = InputCanary(data.x[:2] * 2, torch.tensor([0, 9]))
+    dp = DPConfig(steps=20, sampling_rate=0.25, noise_multiplier=1.0, clip=1.0, lr=0.1)
+    res = train(model, data, canary, dp, seed=SEED, runs=[7], bits=[1], score_every=20,
+                keep_params=True, progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = _opacus_run(model, data, canary, dp, 7, 1, "zero", torch.float32, monkeypatch)
+    for mine, theirs in zip(res.params, ref):
+        np.testing.assert_allclose(mine[0], theirs.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_canary_moves_the_score_the_right_way():
+    """Without noise, D's runs score above D''s (the estimator's convention)."""
+    model = MLP((16, 5))
+    data = _data(30, 16, 5, seed=3, dtype=torch.float32)
+    dp = DPConfig(steps=10, sampling_rate=1.0, noise_multiplier=0.0, clip=1.0, lr=0.5)
+    for canary in (GradientCanary.one_hot(model, 4, 1.0),
+                   InputCanary(torch.randn(2, 16), torch.tensor([2, 4]))):
+        res = train(model, data, canary, dp, seed=1, runs=[0, 1], bits=[1, 0],
+                    score_every=10, progress=False)
+        assert res.scores[-1, 0] > res.scores[-1, 1]
+
+
+# ---------------------------------------------------------------- determinism
+
+IMAGE = dict(sizes=(768, 10), n=500, q=1.0, batching="dense")
+TABULAR = dict(sizes=(120, 32, 8), n=400, q=0.125, batching="gather")
+
+
+def _workload(w, steps=3):
+    model = MLP(w["sizes"])
+    data = _data(w["n"], w["sizes"][0], w["sizes"][-1], seed=4, dtype=torch.float32)
+    canary = InputCanary(data.x[:2].clone() * 2, torch.tensor([0, 1]))
+    dp = DPConfig(steps=steps, sampling_rate=w["q"], noise_multiplier=1.0, clip=1.0, lr=0.1,
+                  optimizer="adam" if w is TABULAR else "sgd")
+    return model, data, canary, dp
+
+
+def _scores(w, runs, memory_mb=2048, init="zero"):
+    model, data, canary, dp = _workload(w)
+    runs = np.asarray(runs)
+    return train(model, data, canary, dp, seed=9, runs=runs, bits=runs % 2, score_every=1,
+                 init=init, batching=w["batching"], memory_mb=memory_mb,
+                 progress=False).scores
+
+
+@pytest.mark.parametrize("w", [IMAGE, TABULAR], ids=["image-head", "tabular-mlp"])
+def test_run_scores_do_not_depend_on_the_batch(w):
+    init = "random" if w is TABULAR else "zero"
+    shard = _scores(w, np.arange(1000), memory_mb=10**6, init=init)        # one chunk of 1,000
+    small = _scores(w, np.arange(1000), memory_mb=1e-3, init=init)         # chunks of 16
+    seven = _scores(w, [3, 998, 10, 500, 7, 11, 0], init=init)
+    alone = _scores(w, [500], init=init)
+    assert np.array_equal(shard, small)
+    assert np.array_equal(seven, shard[:, [3, 998, 10, 500, 7, 11, 0]])
+    assert np.array_equal(alone[:, 0], shard[:, 500])
+
+
+_THREADS_SCRIPT = """
+import sys, numpy as np, torch
+torch.set_num_threads(int(sys.argv[1]))
+sys.path.insert(0, sys.argv[2])
+import test_engine as t
+np.save(sys.argv[3], t._scores(t.IMAGE, np.arange(40)))
+"""
+
+
+def test_run_scores_do_not_depend_on_the_thread_count(tmp_path):
+    here = str(__import__("pathlib").Path(__file__).parent)
+    out = []
+    for threads in (1, 2):
+        path = tmp_path / f"s{threads}.npy"
+        subprocess.run([sys.executable, "-c", _THREADS_SCRIPT, str(threads), here, str(path)],
+                       check=True)
+        out.append(np.load(path))
+    assert np.array_equal(out[0], out[1])
+
+
+def test_noise_stream_is_the_same_in_blocks():
+    """Drawing P values per step is what the engine does; the stream depends on nothing else."""
+    a, b = RunStreams(1, 5), RunStreams(1, 5)
+    first = [a.draw_noise(torch.empty(50)) for _ in range(3)]
+    again = [b.draw_noise(torch.empty(50)) for _ in range(3)]
+    assert all(torch.equal(x, y) for x, y in zip(first, again))
+    assert not torch.equal(first[0], first[1])
+    assert not torch.equal(RunStreams(1, 6).draw_noise(torch.empty(50)), first[0])
+
+
+def test_dense_and_gather_agree():
+    model = MLP((20, 16, 3))
+    data = _data(200, 20, 3, seed=6, dtype=torch.float64)
+    canary = InputCanary(data.x[:2].clone(), torch.tensor([0, 2]))
+    dp = DPConfig(steps=8, sampling_rate=0.1, noise_multiplier=0.5, clip=1.0, lr=0.05,
+                  optimizer="adam")
+    out = [train(model, data, canary, dp, seed=3, runs=range(6), bits=[0, 1] * 3,
+                 score_every=4, init="random", batching=b, dtype=torch.float64,
+                 progress=False).scores for b in ("dense", "gather")]
+    np.testing.assert_allclose(out[0], out[1], rtol=1e-10, atol=1e-12)
+
+
+def test_accuracy_and_observe():
+    model = MLP((10, 3))
+    data = _data(300, 10, 3, seed=7, dtype=torch.float32)
+    w = torch.randn(3, 10)
+    data = Records(data.x, (data.x @ w.T).argmax(1))              # a learnable task
+    seen = []
+    res = train(model, data, None, DPConfig(steps=30, sampling_rate=0.5, noise_multiplier=0.0,
+                                             clip=10.0, lr=0.5),
+                seed=1, runs=[0, 1], bits=[0, 1], score_every=10, test=data,
+                accuracy_steps=[0, 30], observe=lambda t, p: seen.append(t), progress=False)
+    assert seen == list(range(1, 31))
+    assert res.accuracy.shape == (2, 2)
+    assert (res.accuracy[1] > 0.8).all() and (res.accuracy[1] > res.accuracy[0]).all()
+    assert np.isnan(res.scores).all()
+
+
+# ---------------------------------------------------------------- bad input
+
+
+def _train_with(**over):
+    model = over.pop("model", MLP((4, 3)))
+    data = over.pop("data", Records(torch.randn(10, 4), torch.randint(0, 3, (10,))))
+    canary = over.pop("canary", InputCanary(torch.randn(2, 4), torch.tensor([0, 1])))
+    dp = over.pop("dp", DPConfig(steps=2, sampling_rate=0.5, noise_multiplier=1.0, clip=1.0,
+                                 lr=0.1))
+    kw = dict(seed=0, runs=[0, 1], bits=[0, 1], score_every=1, progress=False) | over
+    return train(model, data, canary, dp, **kw)
+
+
+@pytest.mark.parametrize("build,name", [
+    (lambda: _train_with(data=Records(torch.randn(10, 5), torch.zeros(10, dtype=torch.long))),
+     "data.x"),
+    (lambda: _train_with(data=Records(torch.randn(10, 4), torch.full((10,), 3))), "data.y"),
+    (lambda: _train_with(data=Records(torch.randn(10, 4), torch.full((10,), -1))), "data.y"),
+    (lambda: _train_with(data=Records(torch.randn(10, 4), torch.zeros(10))), "data.y"),
+    (lambda: _train_with(canary=InputCanary(torch.randn(2, 4), torch.tensor([0, 7]))),
+     "canary.y"),
+    (lambda: _train_with(canary=GradientCanary(torch.ones(2, 15))), "canary.g"),
+    (lambda: _train_with(bits=[0, 2]), "bits"),
+    (lambda: _train_with(runs=[1, 1]), "runs"),
+    (lambda: _train_with(batching="sparse"), "batching"),
+    (lambda: _train_with(accuracy_steps=[5]), "accuracy_steps"),
+    (lambda: DPConfig(steps=2, sampling_rate=1.5, noise_multiplier=1.0, clip=1.0, lr=0.1),
+     "sampling_rate"),
+    (lambda: DPConfig(steps=2, sampling_rate=0.0, noise_multiplier=1.0, clip=1.0, lr=0.1),
+     "sampling_rate"),
+    (lambda: DPConfig(steps=2, sampling_rate=0.5, noise_multiplier=-1.0, clip=1.0, lr=0.1),
+     "noise_multiplier"),
+    (lambda: DPConfig(steps=2, sampling_rate=0.5, noise_multiplier=1.0, clip=1.0, lr=0.1,
+                      optimizer="rmsprop"), "optimizer"),
+    (lambda: MLP((4,)), "sizes"),
+])
+def test_bad_input_names_the_parameter(build, name):
+    with pytest.raises(ParameterError) as err:
+        build()
+    assert err.value.name == name
+
+
+def test_gather_slots_cover_the_binomial_tail():
+    from scipy import stats
+    for n, q in [(500, 0.0625), (5000, 0.25), (30, 0.5)]:
+        slots = engine.gather_slots(n, q)
+        assert stats.binom.sf(slots, n, q) < 1e-14
+        assert slots % 8 == 0 or slots == n
+    assert engine.gather_slots(500, 1.0) == 500
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
+def test_cuda_matches_cpu():
+    model = MLP((20, 16, 3))
+    data = _data(200, 20, 3, seed=8, dtype=torch.float64)
+    canary = InputCanary(data.x[:2].clone(), torch.tensor([0, 2]))
+    dp = DPConfig(steps=10, sampling_rate=0.2, noise_multiplier=0.5, clip=1.0, lr=0.05,
+                  optimizer="adam")
+    out = [train(model, data, canary, dp, seed=3, runs=range(40), bits=[0, 1] * 20,
+                 score_every=5, init="random", dtype=torch.float64, device=dev,
+                 progress=False).scores for dev in ("cpu", "cuda")]
+    np.testing.assert_allclose(out[0], out[1], rtol=1e-9, atol=1e-11)
