@@ -261,16 +261,20 @@ def test_noise_stream_is_the_same_in_blocks():
     assert not torch.equal(RunStreams(1, 6).draw_noise(torch.empty(50)), first[0])
 
 
-def test_dense_and_gather_agree():
+def _small_mlp_scores(batching: str = "auto", device: str = "cpu") -> np.ndarray:
     model = MLP((20, 16, 3))
     data = _data(200, 20, 3, seed=6, dtype=torch.float64)
     canary = InputCanary(data.x[:2].clone(), torch.tensor([0, 2]))
     dp = DPConfig(steps=8, sampling_rate=0.1, noise_multiplier=0.5, clip=1.0, lr=0.05,
                   optimizer="adam")
-    out = [train(model, data, canary, dp, seed=3, runs=range(6), bits=[0, 1] * 3,
-                 score_every=4, init="random", batching=b, dtype=torch.float64,
-                 progress=False).scores for b in ("dense", "gather")]
-    np.testing.assert_allclose(out[0], out[1], rtol=1e-10, atol=1e-12)
+    return train(model, data, canary, dp, seed=3, runs=range(20), bits=[0, 1] * 10,
+                 score_every=4, init="random", batching=batching, dtype=torch.float64,
+                 device=device, progress=False).scores
+
+
+def test_dense_and_gather_agree():
+    np.testing.assert_allclose(_small_mlp_scores("dense"), _small_mlp_scores("gather"),
+                               rtol=1e-10, atol=1e-12)
 
 
 def test_accuracy_and_observe():
@@ -342,12 +346,5 @@ def test_gather_slots_cover_the_binomial_tail():
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
 def test_cuda_matches_cpu():
-    model = MLP((20, 16, 3))
-    data = _data(200, 20, 3, seed=8, dtype=torch.float64)
-    canary = InputCanary(data.x[:2].clone(), torch.tensor([0, 2]))
-    dp = DPConfig(steps=10, sampling_rate=0.2, noise_multiplier=0.5, clip=1.0, lr=0.05,
-                  optimizer="adam")
-    out = [train(model, data, canary, dp, seed=3, runs=range(40), bits=[0, 1] * 20,
-                 score_every=5, init="random", dtype=torch.float64, device=dev,
-                 progress=False).scores for dev in ("cpu", "cuda")]
-    np.testing.assert_allclose(out[0], out[1], rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(_small_mlp_scores(device="cpu"), _small_mlp_scores(device="cuda"),
+                               rtol=1e-9, atol=1e-11)
