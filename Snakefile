@@ -10,6 +10,8 @@ validate_params(config, source="params.yaml (merged with any --configfile)")
 include: "workflow/rules/common.smk"
 include: "workflow/rules/accounting.smk"
 include: "workflow/rules/s1.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/natural.smk"
 include: "workflow/rules/figures.smk"
 
 

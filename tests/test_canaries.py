@@ -20,10 +20,10 @@ def test_least_updated_coordinate_is_the_one_data_never_moves():
     data = Records(x, torch.randint(0, 3, (50,), generator=g))
     model = MLP((6, 3))
     dp = DPConfig(steps=5, sampling_rate=0.5, noise_multiplier=3.0, clip=1.0, lr=0.1)
-    j = least_updated_coordinate(model, data, dp)
-    assert j in (4, 10, 16)                 # weight[k, 4] for k = 0, 1, 2 (flat, row-major)
+    j, moved = least_updated_coordinate(model, data, dp)
+    assert j in (4, 10, 16) and moved == 0.0  # weight[k, 4], k = 0, 1, 2 (flat, row-major)
     canary = gradient_canary(model, data, dp)
-    assert canary.g[0, j] == -1.0 and canary.g[1, j] == 1.0
+    assert canary.g[0, j] == 1.0 and canary.g[1, j] == -1.0
     assert canary.g.abs().sum() == 2.0
 
 
@@ -50,3 +50,96 @@ def test_s2_audit_beats_add_remove_epsilon():
     est = estimate_epsilon(res.scores[-1], res.bits, delta=delta, alpha=0.05, estimator="paper")
     assert est.epsilon > eps_ar, (est.epsilon, eps_ar)
     assert est.epsilon < 4.0 * 1.2            # and no wild over-estimate of eps_S
+
+
+# ---------------------------------------------------------------- S3-S5 and the reference model
+
+from subaudit.canaries import (  # noqa: E402
+    craft_input,
+    craft_mislabeled,
+    craft_natural,
+    per_example_grads,
+    reference_model,
+)
+from subaudit.engine import init_params, RunStreams  # noqa: E402
+
+
+def _small(seed=0, n=40, d=6, k=4, hidden=()):
+    g = torch.Generator().manual_seed(seed)
+    data = Records(torch.randn(n, d, generator=g), torch.randint(0, k, (n,), generator=g))
+    model = MLP((d, *hidden, k))
+    params = [p[0] for p in init_params(model, [RunStreams(seed, 0)], "random")]
+    return model, data, params
+
+
+def _loop_grads(model, params, x, y):
+    """Per-example gradients the slow way: one autograd call per record."""
+    module = model.torch_module()
+    with torch.no_grad():
+        for p, v in zip(module.parameters(), params):
+            p.copy_(v)
+    out = []
+    for xi, yi in zip(x, y):
+        loss = torch.nn.functional.cross_entropy(module(xi[None]), yi[None])
+        gs = torch.autograd.grad(loss, list(module.parameters()))
+        out.append(torch.cat([g.reshape(-1) for g in gs]))
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("hidden", [(), (5,)])
+def test_per_example_grads_match_autograd_loop(hidden):
+    model, data, params = _small(hidden=hidden)
+    fast = per_example_grads(model, params, data.x[:7], data.y[:7])
+    torch.testing.assert_close(fast, _loop_grads(model, params, data.x[:7], data.y[:7]))
+
+
+def _cos(a, b):
+    return float(a @ b / (a.norm() * b.norm()))
+
+
+def test_mislabeled_and_natural_pick_the_least_cosine():
+    model, data, params = _small(hidden=(5,))
+    x, y = data.x[0], int(data.y[0])
+    g = _loop_grads(model, params, x[None], torch.tensor([y]))[0]
+    s4 = craft_mislabeled(model, params, x, y)
+    by_label = {c: _cos(g, _loop_grads(model, params, x[None], torch.tensor([c]))[0])
+                for c in range(4) if c != y}
+    assert int(s4.canary.y[1]) == min(by_label, key=by_label.get)
+    assert s4.info["cosine"] == pytest.approx(min(by_label.values()), abs=1e-6)
+    aux = Records(data.x[10:], data.y[10:])
+    s5 = craft_natural(model, params, x, y, aux)
+    ga = _loop_grads(model, params, aux.x, aux.y)
+    cos = [_cos(g, gi) for gi in ga]
+    assert s5.info["aux_index"] == int(np.argmin(cos))
+    assert torch.equal(s5.canary.x[1], aux.x[s5.info["aux_index"]])
+
+
+def test_crafted_input_turns_the_gradient_around():
+    model, data, params = _small(seed=3, d=8, k=3)
+    x, y = data.x[0], int(data.y[0])
+    s3 = craft_input(model, params, x, y, steps=300, lr=0.5)
+    assert int(s3.canary.y[1]) == y                      # the label is kept
+    assert s3.info["objective_last"] < s3.info["objective_first"]
+    assert s3.info["cosine"] < 0
+    assert s3.info["norm_z_prime"] == pytest.approx(s3.info["norm_z"], rel=0.25)
+
+
+def test_reference_model_equals_plain_full_batch_training():
+    """The reference model is plain (non-DP) full-batch gradient descent on D."""
+    model, data, _ = _small(seed=4, hidden=(5,))
+    params, conf = reference_model(model, data, steps=15, lr=0.3, optimizer="sgd",
+                                   init="random", seed=4, every=15)
+    module = model.torch_module()
+    with torch.no_grad():
+        for p, v in zip(module.parameters(), init_params(model, [RunStreams(4, 0)], "random")):
+            p.copy_(v[0])
+    opt = torch.optim.SGD(module.parameters(), lr=0.3)
+    for _ in range(15):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(module(data.x), data.y).backward()
+        opt.step()
+    for mine, theirs in zip(params, module.parameters()):
+        torch.testing.assert_close(mine, theirs.detach(), rtol=1e-5, atol=1e-6)
+    with torch.no_grad():
+        prob = torch.softmax(module(data.x), -1).gather(1, data.y[:, None])[:, 0]
+    np.testing.assert_allclose(conf, prob.numpy(), rtol=1e-5, atol=1e-6)

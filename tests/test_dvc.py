@@ -57,12 +57,15 @@ def test_push_pull_restores_results_and_snakemake_state(tmp_path, repo_root):
     assert (origin / "results/figures/fig2.png").is_file()
     lock = yaml.safe_load((origin / "dvc.lock").read_text())
     assert {o["path"] for o in lock["stages"]["default"]["outs"]} == {
-        "results/accounting", "results/s1", "results/figures"}
+        "results/accounting", "results/s1", "results/natural", "results/figures",
+        "data/raw", "data/splits", "data/features"}
     sh(origin, "git", "add", "-A")
     sh(origin, "git", "commit", "-qm", "results")
     sh(origin, "git", "tag", "results-v1")
     sh(origin, "dvc", "push")
     published = digests(origin / "results")
+    published_data = digests(origin / "data")
+    assert any(k.startswith("features/") for k in published_data)
 
     # dvc repro again: nothing changed, nothing deleted or recomputed
     out = sh(origin, "dvc", "repro")
@@ -75,6 +78,7 @@ def test_push_pull_restores_results_and_snakemake_state(tmp_path, repo_root):
     assert not (clone / "results" / "figures").exists()  # only DVC's results/.gitignore is in git
     sh(clone, "dvc", "pull")
     assert digests(clone / "results") == published
+    assert digests(clone / "data") == published_data
 
     sh(clone, sys.executable, "-m", "snakemake", "--cores", "1", "--touch", "--forceall")
     assert job_counts(clone) == {}
@@ -82,4 +86,5 @@ def test_push_pull_restores_results_and_snakemake_state(tmp_path, repo_root):
     params = yaml.safe_load((clone / "params.yaml").read_text())
     params["alpha"] = 0.1
     write_params(clone, params)
-    assert job_counts(clone) == {"all": 1, "estimate_s1": 8, "fig2": 1}
+    assert job_counts(clone) == {"all": 1, "estimate_s1": 8, "fig2": 1,
+                                 "estimate_natural": 12, "natural_figure": 3}

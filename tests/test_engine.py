@@ -165,7 +165,7 @@ def test_engine_equals_opacus(sizes, optimizer, kind, q, init, batching, monkeyp
                                    init_params(model, [RunStreams(SEED, run)], init,
                                                torch.float64)])
                 flat = torch.cat([p.reshape(-1) for p in ref])
-                expect = float(flat[j] - flat0[j])
+                expect = float(flat0[j] - flat[j])
             assert res.scores[-1, i] == pytest.approx(expect, rel=1e-9, abs=1e-12)
 
 

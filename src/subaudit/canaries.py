@@ -1,37 +1,160 @@
-"""Canary crafting for natural-data audits (paper Section 3.2).
+"""Target selection and canary crafting for natural-data audits (paper Section 3.2).
 
-Algorithm 2 (S2, crafted gradient canary): train once without noise, with the
-audit's own sampling, clipping, learning rate and optimiser, and pick the
-parameter whose accumulated absolute update ``sum_t |theta_{t+1}[j] -
-theta_t[j]|`` is smallest; the canary pair is ``-C e_j`` (D) and ``+C e_j``
-(D').  The data barely moves that coordinate, so the canary's pushes stand out.
+All crafting works in the trained model's input space (for a fine-tuned head,
+the feature space) and compares per-example gradients of the cross-entropy
+with respect to all parameters, computed with ``torch.func`` (``vmap`` of
+``grad``) on the reference model ``theta_T``:
+
+* S2, crafted gradient (Algorithm 2): train once without noise, with the
+  audit's own sampling, clipping, learning rate and optimiser, and take the
+  parameter ``j*`` whose accumulated absolute update is smallest; the pair is
+  ``g_z = +C e_j*`` (D) and ``g_z' = -C e_j*`` (D').
+* S3, crafted input (Algorithm 3): ``x'`` starts at zero and descends
+  ``cos(g_z, g_z') + (||g_z'|| - ||g_z||)^2``, keeping the target's label.  The
+  paper's line 5 writes the second term as the MSE between the two gradients;
+  with the cosine pushing ``g_z'`` to ``-c g_z`` that MSE is smallest at
+  ``c = 0`` (a vanishing gradient), against the text's stated aim that
+  ``g_z'`` be "similar in scale to g_z".  We implement the stated aim: the
+  squared difference of the norms.
+* S4, crafted mislabeled (Algorithm 4): the label ``y' != y`` minimising the
+  gradient cosine similarity at ``x``.
+* S5, adversarial natural (Algorithm 5): the auxiliary record minimising it.
+
+The target ``z`` is the training record the reference model (non-DP, full
+batch) is least confident about, averaged over its training.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Any
 
+import numpy as np
 import torch
+from torch.func import functional_call, grad, vmap
 
 from subaudit.engine import (
     MLP,
     DPConfig,
     GradientCanary,
+    InputCanary,
     Records,
     RunStreams,
     init_params,
     train,
 )
+from subaudit.validation import check_choice, check_count, check_positive
 
-__all__ = ["gradient_canary", "least_updated_coordinate"]
+__all__ = [
+    "SCENARIOS",
+    "Crafted",
+    "check_scenario",
+    "craft_gradient",
+    "craft_input",
+    "craft_mislabeled",
+    "craft_natural",
+    "gradient_canary",
+    "least_updated_coordinate",
+    "per_example_grads",
+    "reference_model",
+]
+
+#: Natural-data scenarios (paper Table 1).
+SCENARIOS: tuple[str, ...] = ("S2", "S3", "S4", "S5")
+
+
+@dataclass(frozen=True)
+class Crafted:
+    """A canary pair and what to inspect about it (cosine similarity, norms)."""
+
+    scenario: str
+    canary: GradientCanary | InputCanary
+    info: dict[str, Any]
+
+
+# --------------------------------------------------------------------------- gradients
+
+
+def _names(model: MLP) -> list[str]:
+    return [f"{2 * i}.{kind}" for i in range(len(model.sizes) - 1) for kind in ("weight", "bias")]
+
+
+def per_example_grads(
+    model: MLP, params: Sequence[torch.Tensor], x: torch.Tensor, y: torch.Tensor
+) -> torch.Tensor:
+    """Flat per-example gradients (N, P) of the cross-entropy at ``params``."""
+    module = model.torch_module().to(params[0].dtype)
+    names = _names(model)
+
+    def loss(p: dict[str, torch.Tensor], xi: torch.Tensor, yi: torch.Tensor) -> torch.Tensor:
+        out = functional_call(module, p, (xi[None],))
+        return torch.nn.functional.cross_entropy(out, yi[None])
+
+    p = {k: v.detach() for k, v in zip(names, params)}
+    g = vmap(grad(loss), in_dims=(None, 0, 0))(p, x.to(params[0].dtype), y.long())
+    return torch.cat([g[k].reshape(x.shape[0], -1) for k in names], dim=1)
+
+
+def _cosine(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.cosine_similarity(a, b.expand_as(a) if b.ndim == 1 else b, dim=-1)
+
+
+# --------------------------------------------------------------------------- reference model
+
+
+def reference_model(
+    model: MLP, data: Records, *, steps: int, lr: float, optimizer: str,
+    init: str | Sequence[torch.Tensor] = "zero", seed: int = 0, every: int = 1,
+) -> tuple[list[torch.Tensor], np.ndarray]:
+    """Non-DP full-batch training on ``data``: final parameters and mean confidence.
+
+    Confidence of a record is the softmax probability of its label, averaged
+    over the checkpoints every ``every`` steps (and the final one).
+    """
+    dp = DPConfig(steps=steps, sampling_rate=1.0, noise_multiplier=0.0, clip=1e30, lr=lr,
+                  optimizer=optimizer)
+    check_count(every, "every")
+    x, y = data.x, data.y.long()
+    total = torch.zeros(x.shape[0], dtype=torch.float64)
+    count = 0
+    final: list[torch.Tensor] = []
+
+    def observe(t: int, params: list[torch.Tensor]) -> None:
+        nonlocal count, final
+        if t % every == 0 or t == steps:
+            with torch.no_grad():
+                module = _module(model, [p[0] for p in params])
+                prob = torch.softmax(module(x.to(params[0].dtype)), dim=-1)
+                total.add_(prob.gather(1, y[:, None])[:, 0].double().cpu())
+            count += 1
+        if t == steps:
+            final = [p[0].detach().clone() for p in params]
+
+    train(model, data, None, dp, seed=seed, runs=[0], bits=[0], score_every=steps, init=init,
+          observe=observe, progress=False)
+    return final, (total / count).numpy()
+
+
+def _module(model: MLP, params: Sequence[torch.Tensor]) -> torch.nn.Sequential:
+    module = model.torch_module().to(params[0].dtype)
+    with torch.no_grad():
+        for p, v in zip(module.parameters(), params):
+            p.copy_(v)
+    return module
+
+
+# --------------------------------------------------------------------------- S2
 
 
 def least_updated_coordinate(
     model: MLP, data: Records, dp: DPConfig, *, init: str | Sequence[torch.Tensor] = "zero",
     seed: int = 0,
-) -> int:
-    """Index (flat, parameter order) of the least-updated parameter in noiseless training."""
+) -> tuple[int, float]:
+    """Algorithm 2: the least-updated parameter (flat index) in noiseless training.
+
+    Returns the index and its accumulated absolute update.
+    """
     noiseless = replace(dp, noise_multiplier=0.0)
     start = init_params(model, [RunStreams(seed, 0)], init)
     prev = torch.cat([p.reshape(1, -1) for p in start], dim=1)[0]
@@ -45,7 +168,8 @@ def least_updated_coordinate(
 
     train(model, data, None, noiseless, seed=seed, runs=[0], bits=[0], score_every=dp.steps,
           init=init, observe=observe, progress=False)
-    return int(torch.argmin(total))
+    j = int(torch.argmin(total))
+    return j, float(total[j])
 
 
 def gradient_canary(
@@ -53,5 +177,96 @@ def gradient_canary(
     seed: int = 0,
 ) -> GradientCanary:
     """Algorithm 2's canary pair on the least-updated coordinate."""
-    j = least_updated_coordinate(model, data, dp, init=init, seed=seed)
-    return GradientCanary.one_hot(model, j, dp.clip)
+    return craft_gradient(model, data, dp, init=init, seed=seed).canary  # type: ignore[return-value]
+
+
+def craft_gradient(
+    model: MLP, data: Records, dp: DPConfig, *, init: str | Sequence[torch.Tensor] = "zero",
+    seed: int = 0,
+) -> Crafted:
+    """S2: ``g_z = +C e_j*``, ``g_z' = -C e_j*`` (Algorithm 2)."""
+    j, moved = least_updated_coordinate(model, data, dp, init=init, seed=seed)
+    canary = GradientCanary.one_hot(model, j, dp.clip)
+    return Crafted("S2", canary, {"coordinate": j, "accumulated_update": moved,
+                                  "cosine": -1.0, "norm_z": dp.clip, "norm_z_prime": dp.clip})
+
+
+# --------------------------------------------------------------------------- S3-S5
+
+
+def _pair_info(model: MLP, params, x2: torch.Tensor, y2: torch.Tensor) -> dict[str, float]:
+    g = per_example_grads(model, params, x2, y2)
+    return {"cosine": float(_cosine(g[0], g[1])), "norm_z": float(g[0].norm()),
+            "norm_z_prime": float(g[1].norm())}
+
+
+def craft_input(
+    model: MLP, params: Sequence[torch.Tensor], x: torch.Tensor, y: int, *,
+    steps: int = 300, lr: float = 0.1,
+) -> Crafted:
+    """S3 (Algorithm 3): ``x'`` from zero by gradient descent; label kept."""
+    check_count(steps, "craft_steps")
+    check_positive(lr, "craft_lr")
+    dtype = params[0].dtype
+    x = x.to(dtype)
+    target = per_example_grads(model, params, x[None], torch.tensor([y]))[0]
+    module = _module(model, params)
+    for p in module.parameters():
+        p.requires_grad_(True)
+    xp = torch.zeros_like(x, requires_grad=True)
+    opt = torch.optim.SGD([xp], lr=lr)
+    yy = torch.tensor([y])
+    history = []
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(module(xp[None]), yy)
+        g = torch.cat([t.reshape(-1) for t in
+                       torch.autograd.grad(loss, list(module.parameters()), create_graph=True)])
+        objective = _cosine(g, target) + (g.norm() - target.norm()) ** 2
+        objective.backward()
+        opt.step()
+        history.append(float(objective.detach()))
+    xp = xp.detach()
+    canary = InputCanary(torch.stack([x, xp]), torch.tensor([y, y]))
+    info = {**_pair_info(model, params, canary.x, canary.y), "label": int(y),
+            "objective_first": history[0], "objective_last": history[-1]}
+    return Crafted("S3", canary, info)
+
+
+def craft_mislabeled(
+    model: MLP, params: Sequence[torch.Tensor], x: torch.Tensor, y: int
+) -> Crafted:
+    """S4 (Algorithm 4): the label ``y' != y`` with the least gradient cosine at ``x``."""
+    k = model.num_classes
+    dtype = params[0].dtype
+    labels = torch.arange(k)
+    g = per_example_grads(model, params, x.to(dtype)[None].expand(k, -1), labels)
+    cos = _cosine(g, g[y])
+    cos[y] = float("inf")
+    y2 = int(torch.argmin(cos))
+    canary = InputCanary(torch.stack([x, x]).to(dtype), torch.tensor([y, y2]))
+    return Crafted("S4", canary, {**_pair_info(model, params, canary.x, canary.y),
+                                  "label": int(y), "label_prime": y2})
+
+
+def craft_natural(
+    model: MLP, params: Sequence[torch.Tensor], x: torch.Tensor, y: int, aux: Records
+) -> Crafted:
+    """S5 (Algorithm 5): the auxiliary record with the least gradient cosine."""
+    dtype = params[0].dtype
+    target = per_example_grads(model, params, x.to(dtype)[None], torch.tensor([y]))[0]
+    cos = torch.cat([_cosine(per_example_grads(model, params, aux.x[i:i + 1024],
+                                               aux.y[i:i + 1024]), target)
+                     for i in range(0, aux.x.shape[0], 1024)])
+    i = int(torch.argmin(cos))
+    canary = InputCanary(torch.stack([x.to(dtype), aux.x[i].to(dtype)]),
+                         torch.tensor([y, int(aux.y[i])]))
+    return Crafted("S5", canary, {**_pair_info(model, params, canary.x, canary.y),
+                                  "aux_index": i, "label": int(y),
+                                  "label_prime": int(aux.y[i])})
+
+
+def check_scenario(scenario: str) -> str:
+    """A scenario name S2..S5 (S1 is the simulated worst case, :mod:`subaudit.worst_case`)."""
+    return check_choice(scenario, "scenario", SCENARIOS)
+

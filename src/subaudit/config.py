@@ -58,6 +58,7 @@ def validate_params(params: Mapping[str, Any], source: str = "params.yaml") -> N
     validator = jsonschema.Draft202012Validator(schema())
     errors = sorted(validator.iter_errors(dict(params)), key=lambda e: list(e.absolute_path))
     if not errors:
+        _check_natural(params, source)
         return
     err = jsonschema.exceptions.best_match(errors)
     key = _key_path(err)
@@ -71,6 +72,30 @@ def validate_params(params: Mapping[str, Any], source: str = "params.yaml") -> N
         raise ConfigError(f"{source}: missing key {where}{missing[0]}")
     value = err.instance
     raise ConfigError(f"{source}: {key} = {value!r} is invalid; allowed: {_allowed(err)}")
+
+
+def _check_natural(params: Mapping[str, Any], source: str) -> None:
+    """Cross-field checks of the natural-data experiments (sources, backbones, sizes)."""
+    from subaudit.data import SOURCES
+    from subaudit.features import BACKBONES
+
+    for family, exp in params["natural"]["experiments"].items():
+        key = f"natural.experiments.{family}"
+        names = [n for n, s in SOURCES.items() if s.family == family]
+        if exp["source"] not in names:
+            raise ConfigError(f"{source}: {key}.source = {exp['source']!r} is invalid; "
+                              f"allowed: one of {', '.join(names)}")
+        backbones = [n for n, b in BACKBONES.items() if b.family == family] or ["none"]
+        if exp["backbone"] not in backbones:
+            raise ConfigError(f"{source}: {key}.backbone = {exp['backbone']!r} is invalid; "
+                              f"allowed: one of {', '.join(backbones)}")
+        if exp["every"] > exp["steps"]:
+            raise ConfigError(f"{source}: {key}.every = {exp['every']} is invalid; "
+                              f"allowed: at most steps = {exp['steps']}")
+        classes = SOURCES[exp["source"]].classes
+        if exp["per_class"] and exp["n_train"] % classes:
+            raise ConfigError(f"{source}: {key}.n_train = {exp['n_train']} is invalid; "
+                              f"allowed: a multiple of the {classes} classes (per_class: true)")
 
 
 def load_params(path: str | Path) -> dict[str, Any]:

@@ -30,8 +30,10 @@ Canaries (paper Algorithm 1):
 * :class:`GradientCanary`: when record ``n`` is sampled, the fixed vector
   ``g_z`` (bit 1) or ``g_z'`` (bit 0), of norm at most C, is added to the summed
   clipped gradient.  Score: ``<u, theta_t - theta_0>`` with ``u`` the unit
-  vector along ``g_z' - g_z``; for the paper's pair ``g_z = -C e_j``,
-  ``g_z' = +C e_j`` this is ``theta_t[j] - theta_0[j]``.
+  vector along ``g_z' - g_z``; for the paper's pair ``g_z = +C e_j``,
+  ``g_z' = -C e_j`` this is ``theta_0[j] - theta_t[j]``: the paper's
+  ``(g_z / C) . (theta_t - theta_0)`` with its sign turned, because descent
+  moves ``theta[j]`` against ``g_z``.
 
 Both scores are larger under ``D``, as :mod:`subaudit.estimation` expects.
 
@@ -46,11 +48,12 @@ q of the dense work.
 
 Determinism: run r's randomness comes only from ``(seed, r)``, through three
 CPU generators (initialisation, sampling, noise) consumed in a fixed pattern
-per step: one ``rand(n + 1)`` and one ``normal_`` of all P parameters.  Every
-matrix product has shapes that do not depend on which runs share a chunk
-(chunks are padded to at least :data:`MIN_CHUNK` runs, and gather slots depend
-only on n and q), so on CPU a run's scores are bitwise the same alone, in a
-chunk of 7 or of 1,000, and for any thread count (tested).
+per step: one ``rand(n + 1)`` and one ``normal_`` of all P parameters.  Runs
+are trained in aligned blocks of :data:`MIN_CHUNK` consecutive indices, run r
+always in slot ``r % MIN_CHUNK``, and every product has shapes that depend on
+neither the other runs nor the chunking (gather slots depend only on n and q),
+so on CPU a run's scores are bitwise the same alone, in a chunk of 7 or of
+1,000, and for any thread count (tested).  Training a lone run costs a block.
 """
 
 from __future__ import annotations
@@ -94,9 +97,11 @@ __all__ = [
 OPTIMIZERS: tuple[str, ...] = ("sgd", "adam")
 BATCHINGS: tuple[str, ...] = ("auto", "dense", "gather")
 
-#: Chunks are padded to at least this many runs: below it the BLAS picks
-#: shape-dependent kernels whose rounding differs (measured: a 500 x 768 by
-#: 768 x 10 product differs in the last bit from the same rows of a wider one).
+#: Runs are trained in aligned blocks of this many consecutive run indices.
+#: Batched products round a matrix differently by its position in the batch and
+#: by the batch's width (measured: a 500 x 768 by 768 x 10 product alone differs
+#: in the last bit from the same rows inside a wider one; a 3 x 62 by 62 x 6
+#: product differs by its position among 16), so a run keeps its slot.
 MIN_CHUNK = 16
 
 #: Gather slots cover a run's batch except with this probability per step.
@@ -202,16 +207,12 @@ class GradientCanary:
 
     @classmethod
     def one_hot(cls, model: MLP, index: int, clip: float) -> GradientCanary:
-        """The paper's pair (Algorithm 2): ``g_z = -C e_j``, ``g_z' = +C e_j``.
-
-        The sign makes descent move ``theta[j]`` up under ``D``, so the score
-        ``theta_t[j] - theta_0[j]`` is larger under ``D``.
-        """
+        """The paper's pair (Algorithm 2): ``g_z = +C e_j``, ``g_z' = -C e_j``."""
         j = check_count(index, "canary index", minimum=0)
         if j >= model.num_params:
             raise ParameterError("canary index", index, f"0..{model.num_params - 1}")
         g = torch.zeros(2, model.num_params, dtype=torch.float64)
-        g[0, j], g[1, j] = -clip, clip
+        g[0, j], g[1, j] = clip, -clip
         return cls(g)
 
     def check(self, model: MLP, clip: float) -> None:
@@ -392,7 +393,9 @@ def _forward(params: Sequence[torch.Tensor], x: torch.Tensor, shared: bool):
         else:
             z = torch.baddbmm(b[:, None, :], a, w.transpose(1, 2))
         if layer < L - 1:
-            a = torch.tanh(z)
+            # Per-run contiguous: a batched product over a strided view picks kernels
+            # by the stride (that is, by the number of runs), and rounds differently.
+            a = torch.tanh(z).contiguous()
             acts.append(a)
         else:
             return acts, z
@@ -438,9 +441,14 @@ def _clipped_sum(
 
 
 def _logits_at(params: Sequence[torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Raw logits ``f_{y_i}(x_i)`` of shared rows for every run, (R, rows)."""
-    _, z = _forward(params, x, shared=True)
-    return z.gather(2, y.view(1, -1, 1).expand(z.shape[0], -1, 1)).squeeze(2)
+    """Raw logits ``f_{y_i}(x_i)`` of a few rows for every run, (R, rows).
+
+    Per-run products (not one shared product): with so few rows the BLAS picks
+    kernels by the number of runs, and the scores must not depend on it.
+    """
+    R = params[0].shape[0]
+    _, z = _forward(params, x.expand(R, *x.shape), shared=False)
+    return z.gather(2, y.view(1, -1, 1).expand(R, -1, 1)).squeeze(2)
 
 
 def _accuracy(params: Sequence[torch.Tensor], test: Records, rows_per_pass: int) -> torch.Tensor:
@@ -554,15 +562,14 @@ Observer = Callable[[int, list[torch.Tensor]], None]
 
 
 def _train_chunk(
-    s: _Setup, runs: np.ndarray, bits_np: np.ndarray, seed: int,
+    s: _Setup, runs: np.ndarray, bits_np: np.ndarray, real: np.ndarray, seed: int,
     init: str | Sequence[torch.Tensor], steps_out: np.ndarray, acc_steps: np.ndarray,
     test: Records | None, test_rows: int, bar: tqdm, observe: Observer | None,
 ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
-    real = len(runs)
-    pad = max(0, MIN_CHUNK - real)
-    # Padding runs repeat the last run's streams; their results are discarded.
-    streams = [RunStreams(seed, int(r)) for r in np.concatenate([runs, np.repeat(runs[-1:], pad)])]
-    bits = torch.as_tensor(np.concatenate([bits_np, np.repeat(bits_np[-1:], pad)]).astype(bool))
+    """Train the runs of whole aligned blocks; ``real`` marks those asked for."""
+    streams = [RunStreams(seed, int(r)) for r in runs]
+    bits = torch.as_tensor(bits_np.astype(bool))
+    keep = torch.as_tensor(np.flatnonzero(real))
     R, dev, dt, dp = len(streams), s.device, s.dtype, s.dp
 
     params = [p.to(dev) for p in init_params(s.model, streams, init, dt)]
@@ -612,10 +619,10 @@ def _train_chunk(
             gr.div_(batch_norm)
         opt.step()
         if observe is not None:
-            observe(t + 1, [p[:real] for p in params])
-        bar.update(real)
-    final = [p[:real].cpu().numpy() for p in params]
-    return scores[:, :real], accuracy[:, :real], final
+            observe(t + 1, [p[keep.to(dev)] for p in params])
+        bar.update(len(keep))
+    final = [p[keep.to(dev)].cpu().numpy() for p in params]
+    return scores[:, real], accuracy[:, real], final
 
 
 _POOL: ThreadPoolExecutor | None = None
@@ -717,26 +724,38 @@ def train(
     steps_out = checkpoints(dp.steps, score_every)
     test_rows = n + 2 if test is None else min(test.x.shape[0], n + 2)
     test_dev = None if test is None else Records(test.x.to(dev, dtype), test.y.to(dev, torch.long))
-    chunk = max(MIN_CHUNK, int(memory_mb * 2**20 // _bytes_per_run(setup, test_rows)))
+    per_chunk = max(1, int(memory_mb * 2**20 // _bytes_per_run(setup, test_rows)) // MIN_CHUNK)
 
-    scores, accs, finals = [], [], []
+    # Runs are trained in aligned blocks of MIN_CHUNK consecutive indices, run r in slot
+    # r % MIN_CHUNK: batched products may round a slot differently by its position, so
+    # a run keeps its position whatever else is trained.  Unrequested runs of a block
+    # are trained too and dropped.
+    order = np.argsort(runs_np, kind="stable")
+    blocks = np.unique(runs_np // MIN_CHUNK)
+    scores = np.empty((len(steps_out), runs_np.size))
+    accuracy = np.empty((len(acc), runs_np.size))
+    finals: list[list[np.ndarray]] = []
     with torch.no_grad(), tqdm(total=runs_np.size * dp.steps, unit="model-step",
                                disable=not progress, desc="DP training", mininterval=1.0) as bar:
-        for lo in range(0, runs_np.size, chunk):
-            sl = slice(lo, lo + chunk)
+        for i in range(0, len(blocks), per_chunk):
+            slot_runs = (blocks[i:i + per_chunk, None] * MIN_CHUNK
+                         + np.arange(MIN_CHUNK)).reshape(-1)
+            asked = np.isin(slot_runs, runs_np)
+            where = order[np.searchsorted(runs_np[order], slot_runs[asked])]
+            slot_bits = np.zeros(slot_runs.size, dtype=np.int64)
+            slot_bits[asked] = bits_np[where]
             sc, ac, fin = _train_chunk(
-                setup, runs_np[sl], bits_np[sl].astype(np.int64), seed, init, steps_out, acc,
+                setup, slot_runs, slot_bits, asked, seed, init, steps_out, acc,
                 test_dev, test_rows, bar, observe)
-            scores.append(sc)
-            accs.append(ac)
-            finals.append(fin)
+            scores[:, where] = sc
+            accuracy[:, where] = ac
+            finals.append([where, *fin])
     params = None
     if keep_params:
-        params = [np.concatenate([f[i] for f in finals]) for i in range(len(finals[0]))]
-    return TrainResult(
-        runs=runs_np, bits=bits_np.astype(np.int8), steps=steps_out,
-        scores=np.concatenate(scores, axis=1),
-        accuracy_steps=acc,
-        accuracy=np.concatenate(accs, axis=1) if acc.size else np.zeros((0, runs_np.size)),
-        params=params,
-    )
+        params = [np.empty((runs_np.size, *shape), dtype=np.float64 if dtype == torch.float64
+                           else np.float32) for shape in model.shapes]
+        for where, *fin in finals:
+            for out, f in zip(params, fin):
+                out[where] = f
+    return TrainResult(runs=runs_np, bits=bits_np.astype(np.int8), steps=steps_out,
+                       scores=scores, accuracy_steps=acc, accuracy=accuracy, params=params)

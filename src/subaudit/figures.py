@@ -18,7 +18,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from subaudit.io import atomic_path  # noqa: E402
-from subaudit.tables import EPS_AR, EPS_GROUP, EPS_S  # noqa: E402
+from subaudit.tables import EPS_AR, EPS_GROUP, EPS_S, SCENARIO_NAMES  # noqa: E402
 
 _ACCOUNTING_STYLE = {
     EPS_S: dict(color="#1f77b4", linestyle="-", marker="o"),
@@ -111,4 +111,71 @@ def save(fig: plt.Figure, png: str | Path, pdf: str | Path) -> None:
     plt.close(fig)
 
 
-__all__ = ["fig2", "figA5", "save"]
+
+_SCENARIO_COLORS = {"S2": "#d62728", "S3": "#ff7f0e", "S4": "#8c564b", "S5": "#e377c2"}
+_ESTIMATOR_STYLE = {"heldout": "-", "paper": "--"}
+
+
+def natural(table: pd.DataFrame, title: str) -> plt.Figure:
+    """Natural-data audit figure (Figs 3, A6, 4): epsilon against step, one panel per q.
+
+    Accountant lines (eps_S substitute, eps_AR add/remove) and, per scenario and
+    estimator, the mean audited epsilon over repeats with a band of +-2 s.e.
+    """
+    _theme()
+    qs = sorted(table["q"].unique(), reverse=True)
+    fig, axes = plt.subplots(1, len(qs), figsize=(4.6 * len(qs), 4.4), squeeze=False,
+                             sharey=True, layout="constrained")
+    n_rep = int(table["n_repeats"].max())
+    for ax, q in zip(axes[0], qs):
+        sub = table[table["q"] == q]
+        for series, style in _ACCOUNTING_STYLE.items():
+            d = sub[sub["series"] == series].sort_values("step")
+            if len(d):
+                ax.plot(d["step"], d["epsilon"], label=series, color="black",
+                        linestyle=style["linestyle"], linewidth=1.4)
+        audits = sub[sub["scenario"] != ""]
+        for (scenario, series, estimator), d in audits.groupby(["scenario", "series", "estimator"]):
+            d = d.sort_values("step")
+            color = _SCENARIO_COLORS.get(scenario, "grey")
+            ax.plot(d["step"], d["epsilon"], color=color, marker="o", markersize=3,
+                    linestyle=_ESTIMATOR_STYLE.get(estimator, "-."),
+                    label=f"{series} ({estimator} estimator)")
+            band = 2 * d["se"].fillna(0.0)
+            ax.fill_between(d["step"], d["epsilon"] - band, d["epsilon"] + band, color=color,
+                            alpha=0.15, linewidth=0)
+        sigma, delta = float(sub["sigma"].iloc[0]), float(sub["delta"].iloc[0])
+        ax.set_title(f"q = {q:g}  (σ = {sigma:.3g}, δ = {delta:g})")
+        ax.set_xlabel("training step t")
+        ax.set_ylabel("ε at δ (privacy loss, nats)")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=3, frameon=False,
+               fontsize="small")
+    fig.suptitle(f"{title}\naudits under substitute adjacency; bands: ±2 standard errors over "
+                 f"{n_rep} repeats")
+    return fig
+
+
+def figA1(table: pd.DataFrame, title: str) -> plt.Figure:
+    """Fig A1: test accuracy over training, runs with the target z vs with the canary z'."""
+    _theme()
+    scenarios = sorted(table["scenario"].unique())
+    fig, axes = plt.subplots(1, len(scenarios), figsize=(4.6 * len(scenarios), 4.0),
+                             squeeze=False, sharey=True, layout="constrained")
+    for ax, scenario in zip(axes[0], scenarios):
+        sub = table[table["scenario"] == scenario]
+        for (world, d), color in zip(sub.groupby("world"), ["#1f77b4", "#d62728"]):
+            d = d.sort_values("step")
+            ax.errorbar(d["step"], 100 * d["accuracy"], yerr=200 * d["se"].fillna(0.0),
+                        label=world, color=color, marker="o", markersize=3, capsize=3)
+        runs = int(sub["n_runs"].max())
+        ax.set_title(f"{scenario} {SCENARIO_NAMES.get(scenario, '')} ({runs} runs per world)")
+        ax.set_xlabel("training step t")
+        ax.set_ylabel("test accuracy (%)")
+        ax.legend(fontsize="small")
+    fig.suptitle(f"{title}\nerror bars: ±2 standard errors over runs")
+    return fig
+
+
+
+__all__ = ["fig2", "figA1", "figA5", "natural", "save"]

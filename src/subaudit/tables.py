@@ -56,9 +56,9 @@ def ratio_grid_row(q: float, sigmas: Sequence[float], steps: int, delta: float) 
     return frame[["q", "sigma", "steps", "delta", "eps_add_remove", "eps_substitute", "ratio", "note"]]
 
 
-def s1_estimates(scores: np.ndarray, labels: np.ndarray, steps: Sequence[int], delta: float,
+def step_estimates(scores: np.ndarray, labels: np.ndarray, steps: Sequence[int], delta: float,
                  alpha: float, estimators: Iterable[str], seed: int) -> list[dict[str, Any]]:
-    """One estimate record per (checkpoint step, estimator) of an S1 repeat."""
+    """One estimate record per (checkpoint step, estimator) of one audit repeat (S1-S5)."""
     records = []
     for name in estimators:
         per_step = estimate_over_steps(np.atleast_2d(scores), labels, delta=delta, alpha=alpha,
@@ -106,3 +106,59 @@ def figA5_table(rows: Iterable[pd.DataFrame]) -> pd.DataFrame:
     """Concatenate the per-q ratio rows of Fig A5 into one tidy table."""
     table = pd.concat(list(rows), ignore_index=True)
     return table.sort_values(["q", "sigma"], ascending=[False, True], ignore_index=True)
+
+
+# --------------------------------------------------------------------------- natural-data audits
+
+#: Scenario labels of the natural-data figures (paper Table 1).
+SCENARIO_NAMES = {"S2": "crafted gradient", "S3": "crafted input", "S4": "crafted mislabeled",
+                  "S5": "adversarial natural"}
+
+
+def step_accounting(sigma: float, q: float, steps: Sequence[int], delta: float) -> pd.DataFrame:
+    """eps_AR and eps_S (accountants) after each checkpoint step, at ``sigma``."""
+    sub = accounting.epsilon_over_steps(sigma, q, list(steps), delta, "substitute")
+    ar = accounting.epsilon_over_steps(sigma, q, list(steps), delta, "add-remove")
+    return pd.DataFrame({"q": float(q), "sigma": float(sigma), "delta": float(delta),
+                         "step": [int(s) for s in steps],
+                         "eps_substitute": [e.epsilon for e in sub],
+                         "eps_add_remove": [e.epsilon for e in ar]})
+
+
+def natural_table(step_acc: pd.DataFrame, estimates: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+    """Tidy table of a natural-data figure: accountants and audits per (q, step).
+
+    ``estimates`` are records with keys scenario, q, repeat, step, estimator,
+    epsilon.  Audits are the mean over repeats with ``se`` the standard error
+    of that mean (sample sd / sqrt(n)); figures draw +-2 se.
+    """
+    rows = []
+    for rec in step_acc.itertuples(index=False):
+        for series, value in ((EPS_S, rec.eps_substitute), (EPS_AR, rec.eps_add_remove)):
+            rows.append({"q": rec.q, "step": rec.step, "series": series, "scenario": "",
+                         "estimator": "", "epsilon": value, "se": 0.0, "n_repeats": 0,
+                         "sigma": rec.sigma, "delta": rec.delta})
+    est = pd.DataFrame(list(estimates))
+    if not est.empty:
+        grouped = est.groupby(["q", "step", "scenario", "estimator"])["epsilon"]
+        summary = grouped.agg(["mean", "std", "count"]).reset_index()
+        for rec in summary.itertuples(index=False):
+            acc = step_acc[(step_acc.q == rec.q) & (step_acc.step == rec.step)].iloc[0]
+            rows.append({
+                "q": rec.q, "step": rec.step, "scenario": rec.scenario,
+                "series": f"{rec.scenario} {SCENARIO_NAMES[rec.scenario]}",
+                "estimator": rec.estimator, "epsilon": rec.mean,
+                "se": float(rec.std) / np.sqrt(rec.count) if rec.count > 1 else np.nan,
+                "n_repeats": int(rec.count), "sigma": acc.sigma, "delta": acc.delta})
+    table = pd.DataFrame(rows)
+    return table.sort_values(["q", "series", "estimator", "step"], ascending=[False, True, True, True],
+                             ignore_index=True)
+
+
+def utility_table(records: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+    """Fig A1 table: test accuracy per (scenario, world, step), mean and s.e. over runs."""
+    frame = pd.DataFrame(list(records))
+    grouped = frame.groupby(["scenario", "world", "step"])["accuracy"]
+    out = grouped.agg(["mean", "std", "count"]).reset_index()
+    out["se"] = out["std"] / np.sqrt(out["count"])
+    return out.rename(columns={"mean": "accuracy", "count": "n_runs"}).drop(columns="std")

@@ -40,3 +40,56 @@ rule figA5:
         runtime=10,
     script:
         "../scripts/figA5.py"
+
+
+rule natural_figure:
+    """Figs 3 (image), A6 (text), 4 (tabular): epsilon against step for S2-S5, per q."""
+    input:
+        accounting=lambda wc: [
+            f"results/natural/{FIG_EXPERIMENT[wc.name]}/accounting/q{q}.csv"
+            for q in nat_qs(FIG_EXPERIMENT[wc.name])
+        ],
+        estimates=lambda wc: [
+            f"results/natural/{FIG_EXPERIMENT[wc.name]}/estimates/{s}_q{q}_rep{r}.json"
+            for s in NAT["scenarios"]
+            for q in nat_qs(FIG_EXPERIMENT[wc.name])
+            for r in NAT_REPEATS
+        ],
+    output:
+        png="results/figures/{name}.png",
+        pdf="results/figures/{name}.pdf",
+        csv="results/figures/{name}.csv",
+    wildcard_constraints:
+        name="fig3|figA6|fig4",
+    params:
+        experiment=lambda wc: FIG_EXPERIMENT[wc.name],
+        source=lambda wc: EXPERIMENTS[FIG_EXPERIMENT[wc.name]]["source"],
+        backbone=lambda wc: EXPERIMENTS[FIG_EXPERIMENT[wc.name]]["backbone"],
+    log:
+        "logs/figures/{name}.log",
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    script:
+        "../scripts/natural_figure.py"
+
+
+rule figA1:
+    """Fig A1: test accuracy over training, with the target vs with the canary (image)."""
+    input:
+        [f"results/natural/image/utility/{s}.csv" for s in UTILITY_SCENARIOS],
+    output:
+        png="results/figures/figA1.png",
+        pdf="results/figures/figA1.pdf",
+        csv="results/figures/figA1.csv",
+    params:
+        source=EXPERIMENTS["image"]["source"],
+        backbone=EXPERIMENTS["image"]["backbone"],
+        q=nat_qs("image")[0],
+    log:
+        "logs/figures/figA1.log",
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    script:
+        "../scripts/figA1.py"

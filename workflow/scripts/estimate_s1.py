@@ -2,12 +2,12 @@
 
 from subaudit import logs
 from subaudit.io import read_npz, write_json
-from subaudit.tables import s1_estimates
+from subaudit.tables import step_estimates
 
 log = logs.to_file(snakemake.log[0])
 p, wc = snakemake.params, snakemake.wildcards
 data = read_npz(snakemake.input[0])
-records = s1_estimates(data["scores"], data["labels"], data["steps"], p.delta, p.alpha,
+records = step_estimates(data["scores"], data["labels"], data["steps"], p.delta, p.alpha,
                        p.estimators, p.seed)
 for rec in records:
     rec.update(q=float(data["q"]), sigma=float(data["sigma"]),

@@ -1,0 +1,13 @@
+"""Snakemake adapter: fetch one data source into data/raw/<source>/ and verify its checksum."""
+
+from pathlib import Path
+
+from subaudit import logs
+from subaudit.data import acquire
+
+log = logs.to_file(snakemake.log[0])
+out = Path(snakemake.output[0])
+path = acquire(snakemake.params.source, out.parent, checksum=snakemake.params.checksum)
+if path.resolve() != out.resolve():
+    raise RuntimeError(f"acquire wrote {path}, expected {out}")
+log.info("verified %s", path)

@@ -1,0 +1,14 @@
+"""Snakemake adapter: sigma for the target eps_S at (q, T); eps_S and eps_AR per checkpoint."""
+
+from subaudit import logs
+from subaudit.accounting import calibrate_sigma
+from subaudit.io import write_csv
+from subaudit.tables import step_accounting
+
+log = logs.to_file(snakemake.log[0])
+p = snakemake.params
+sigma = calibrate_sigma(p.target_epsilon, p.q, p.steps, p.delta, "substitute")
+table = step_accounting(sigma, p.q, p.checkpoints, p.delta)
+table["target_epsilon"] = p.target_epsilon
+log.info("\n%s", table.to_string())
+write_csv(snakemake.output[0], table)

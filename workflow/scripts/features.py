@@ -1,0 +1,31 @@
+"""Snakemake adapter: backbone features of a split (binary tabular features pass through)."""
+
+import numpy as np
+import torch
+
+from subaudit import logs
+from subaudit.data import load_split
+from subaudit.io import write_npz
+
+log = logs.to_file(snakemake.log[0])
+p = snakemake.params
+# One CPU thread: kernels split their reductions by thread count, and the features (hence
+# every audit) must not depend on the machine's core count. (A GPU gives other bits.)
+torch.set_num_threads(1)
+parts = dict(zip(("train", "aux", "test"), load_split(snakemake.input[0])))
+arrays = {}
+for name, ds in parts.items():
+    if p.backbone == "none":
+        x = ds.x.astype(np.float32)
+    elif ds.family == "image":
+        from subaudit.features import image_features
+
+        x = image_features(ds.x, p.backbone, resolution=p.resolution)
+    else:
+        from subaudit.features import text_features
+
+        x = text_features(list(ds.x), p.backbone)
+    arrays[f"{name}_x"], arrays[f"{name}_y"] = x, ds.y
+    log.info("%s: features %s", name, x.shape)
+classes = parts["train"].classes
+write_npz(snakemake.output[0], classes=np.array(classes), backbone=np.array(p.backbone), **arrays)

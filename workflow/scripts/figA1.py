@@ -1,0 +1,16 @@
+"""Snakemake adapter: Fig A1 (test accuracy with and without the canary) as PNG, PDF, CSV."""
+
+import pandas as pd
+
+from subaudit import figures, logs
+from subaudit.io import write_csv
+from subaudit.tables import utility_table
+
+log = logs.to_file(snakemake.log[0])
+p = snakemake.params
+runs = pd.concat([pd.read_csv(f) for f in snakemake.input], ignore_index=True)
+table = utility_table(runs.to_dict("records"))
+log.info("table:\n%s", table.to_string())
+write_csv(snakemake.output.csv, table)
+fig = figures.figA1(table, f"Utility: {p.source} with {p.backbone} features, q = {p.q}")
+figures.save(fig, snakemake.output.png, snakemake.output.pdf)

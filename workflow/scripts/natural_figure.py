@@ -1,0 +1,20 @@
+"""Snakemake adapter: a natural-data audit figure (Fig 3, A6 or 4) as PNG, PDF and CSV."""
+
+import pandas as pd
+
+from subaudit import figures, logs
+from subaudit.io import read_json, write_csv
+from subaudit.tables import natural_table
+
+log = logs.to_file(snakemake.log[0])
+p = snakemake.params
+acc = pd.concat([pd.read_csv(f) for f in snakemake.input.accounting], ignore_index=True)
+estimates = [rec for f in snakemake.input.estimates for rec in read_json(f)["estimates"]]
+table = natural_table(acc, estimates)
+table.insert(0, "experiment", p.experiment)
+log.info("table:\n%s", table.to_string())
+write_csv(snakemake.output.csv, table)
+title = {"image": "Image", "text": "Text", "tabular": "Tabular (from scratch)"}[p.experiment]
+fig = figures.natural(table, f"{title}: {p.source} with {p.backbone} features"
+                      if p.backbone != "none" else f"{title}: {p.source}")
+figures.save(fig, snakemake.output.png, snakemake.output.pdf)

@@ -1,0 +1,23 @@
+"""Snakemake adapter: non-DP reference model and the least-confident target record."""
+
+import numpy as np
+
+from subaudit import logs
+from subaudit.audit import load_features, model_for
+from subaudit.canaries import reference_model
+from subaudit.io import write_json, write_npz
+
+log = logs.to_file(snakemake.log[0])
+p = snakemake.params
+feats = load_features(snakemake.input[0])
+model = model_for(feats, p.hidden)
+params, confidence = reference_model(model, feats["train"], steps=p.steps, lr=p.lr,
+                                     optimizer=p.optimizer, init=p.init, seed=p.seed,
+                                     every=p.every)
+target = int(np.argmin(confidence))
+write_npz(snakemake.output.params, **{f"p{i}": t.numpy() for i, t in enumerate(params)})
+info = {"target": target, "target_label": int(feats["train"].y[target]),
+        "target_confidence": float(confidence[target]),
+        "mean_confidence": float(confidence.mean()), "sizes": list(model.sizes)}
+log.info("%s", info)
+write_json(snakemake.output.info, info)

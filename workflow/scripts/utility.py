@@ -1,0 +1,37 @@
+"""Snakemake adapter: test accuracy over training without a canary and with the canary z'."""
+
+import numpy as np
+import pandas as pd
+
+from subaudit import logs
+from subaudit.audit import audit_data, load_canary, load_setting
+from subaudit.engine import checkpoints, train
+from subaudit.io import write_csv
+from subaudit.tables import SCENARIO_NAMES
+
+log = logs.to_file(snakemake.log[0])
+p, scenario = snakemake.params, snakemake.wildcards.scenario
+feats, model, target, dp = load_setting(
+    snakemake.input.features, snakemake.input.target, snakemake.input.accounting,
+    hidden=p.hidden, steps=p.steps, q=p.q, clip=p.clip, lr=p.lr, optimizer=p.optimizer)
+steps = [0, *checkpoints(p.steps, p.every)]
+half = p.runs // 2
+common = dict(seed=p.seed, score_every=p.every, init=p.init, test=feats["test"],
+              accuracy_steps=steps, memory_mb=p.memory_mb)
+# Without a canary: D as it is, target record included.
+plain = train(model, feats["train"], None, dp, runs=np.arange(half), bits=np.ones(half), **common)
+# With the canary z' in place of z (world D'), runs disjoint from the plain ones.
+poisoned = train(model, audit_data(feats["train"], target, scenario),
+                 load_canary(snakemake.input.canary), dp, runs=np.arange(half, 2 * half),
+                 bits=np.zeros(half), **common)
+rows = []
+for world, res in (("trained on D (target z, no canary)", plain),
+                   (f"with canary z' ({scenario} {SCENARIO_NAMES[scenario]})", poisoned)):
+    for i, step in enumerate(res.accuracy_steps):
+        for r, acc in zip(res.runs, res.accuracy[i]):
+            rows.append({"scenario": scenario, "world": world, "step": int(step),
+                         "run": int(r), "accuracy": float(acc), "q": p.q,
+                         "sigma": dp.noise_multiplier})
+frame = pd.DataFrame(rows)
+log.info("final accuracy:\n%s", frame[frame.step == p.steps].groupby("world")["accuracy"].mean())
+write_csv(snakemake.output[0], frame)
