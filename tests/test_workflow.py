@@ -54,9 +54,9 @@ def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           cwd=workdir, capture_output=True, text=True)
 
 
-def job_counts(workdir: Path) -> dict[str, int]:
+def job_counts(workdir: Path, *targets: str) -> dict[str, int]:
     """Jobs a dry run would execute, by rule ({} when there is nothing to do)."""
-    proc = snakemake(workdir, "--dry-run")
+    proc = snakemake(workdir, "--dry-run", *targets)
     assert proc.returncode == 0, proc.stderr
     text = proc.stdout + proc.stderr
     if "Nothing to be done" in text:

@@ -1,0 +1,77 @@
+"""Faults: a training shard killed halfway (SIGKILL) leaves nothing a later step could take for
+complete, and rerunning recomputes only that shard, giving the uninterrupted result bit for bit."""
+
+from __future__ import annotations
+
+import copy
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from test_workflow import TINY, job_counts, snakemake, write_params
+
+pytestmark = pytest.mark.slow
+
+MERGED = "results/natural/tabular/scores/S2_q0.5_rep0.npz"
+SHARDS = "results/natural/tabular/shards/S2_q0.5_rep0"
+
+
+def _config() -> dict:
+    params = copy.deepcopy(TINY)
+    tab = params["natural"]["experiments"]["tabular"]
+    tab.update(steps=20000, every=10000)         # shards long enough to be killed halfway
+    return params
+
+
+def _workdir(root: Path, repo_root: Path, name: str) -> Path:
+    wd = root / name
+    wd.mkdir()
+    shutil.copy(repo_root / "Snakefile", wd / "Snakefile")
+    shutil.copytree(repo_root / "workflow", wd / "workflow")
+    write_params(wd, _config())
+    return wd
+
+
+def test_killed_shard_is_recomputed_alone_and_bit_for_bit(tmp_path, repo_root):
+    whole = _workdir(tmp_path, repo_root, "whole")
+    proc = snakemake(whole, MERGED)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    expected = np.load(whole / MERGED)
+
+    wd = _workdir(tmp_path, repo_root, "killed")
+    first = wd / SHARDS / "runs0-16.npz"
+    second = wd / SHARDS / "runs16-32.npz"
+    second_log = wd / "logs/natural/tabular/train_S2_q0.5_rep0_runs16-32.log"
+    job = subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", "1", MERGED],
+                           cwd=wd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           start_new_session=True)
+    try:
+        deadline = time.time() + 600
+        while not second_log.exists():               # the second shard has started ...
+            assert job.poll() is None and time.time() < deadline, "workflow ended early"
+            time.sleep(0.2)
+        time.sleep(5.0)                              # ... and is training
+        assert job.poll() is None and first.exists() and not second.exists()
+    finally:
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait()
+
+    assert not second.exists() and not (wd / MERGED).exists()
+    leftovers = [p.name for p in (wd / SHARDS).iterdir() if p.name != "runs0-16.npz"]
+    assert all(name.startswith(".") and name.endswith(".tmp.npz") for name in leftovers)
+    # only the killed shard, then what follows it
+    assert job_counts(wd, MERGED) == {"train_shard": 1, "merge_scores": 1}
+    # Snakemake itself was killed: release its lock, as its message says, then rerun.
+    assert snakemake(wd, "--unlock").returncode == 0
+    proc = snakemake(wd, MERGED)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = np.load(wd / MERGED)
+    for key in ("runs", "bits", "steps", "scores"):
+        assert np.array_equal(got[key], expected[key]), key
