@@ -41,15 +41,15 @@ from subaudit.engine import (
     InputCanary,
     Records,
     RunStreams,
+    flat_params,
     init_params,
     train,
 )
-from subaudit.validation import check_choice, check_count, check_positive
+from subaudit.validation import check_count, check_positive
 
 __all__ = [
     "SCENARIOS",
     "Crafted",
-    "check_scenario",
     "craft_gradient",
     "craft_input",
     "craft_mislabeled",
@@ -157,12 +157,12 @@ def least_updated_coordinate(
     """
     noiseless = replace(dp, noise_multiplier=0.0)
     start = init_params(model, [RunStreams(seed, 0)], init)
-    prev = torch.cat([p.reshape(1, -1) for p in start], dim=1)[0]
+    prev = flat_params(start)[0]
     total = torch.zeros_like(prev, dtype=torch.float64)
 
     def observe(_t: int, params: list[torch.Tensor]) -> None:
         nonlocal prev
-        now = torch.cat([p.reshape(p.shape[0], -1) for p in params], dim=1)[0].cpu()
+        now = flat_params(params)[0].cpu()
         total.add_((now - prev).abs().double())
         prev = now.clone()
 
@@ -264,9 +264,4 @@ def craft_natural(
     return Crafted("S5", canary, {**_pair_info(model, params, canary.x, canary.y),
                                   "aux_index": i, "label": int(y),
                                   "label_prime": int(aux.y[i])})
-
-
-def check_scenario(scenario: str) -> str:
-    """A scenario name S2..S5 (S1 is the simulated worst case, :mod:`subaudit.worst_case`)."""
-    return check_choice(scenario, "scenario", SCENARIOS)
 

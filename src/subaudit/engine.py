@@ -89,6 +89,7 @@ __all__ = [
     "RunStreams",
     "TrainResult",
     "checkpoints",
+    "flat_params",
     "gather_slots",
     "init_params",
     "train",
@@ -542,19 +543,20 @@ class _Scorer:
         if isinstance(canary, GradientCanary):
             u = (canary.g[1] - canary.g[0]).double()
             self.u = (u / torch.linalg.vector_norm(u)).to(params[0].device, params[0].dtype)
-            self.start = _flat(params) @ self.u
+            self.start = flat_params(params) @ self.u
 
     def __call__(self, params: Sequence[torch.Tensor]) -> torch.Tensor:
         c = self.canary
         if isinstance(c, GradientCanary):
-            return (_flat(params) @ self.u - self.start).double()
+            return (flat_params(params) @ self.u - self.start).double()
         if isinstance(c, InputCanary):
             logit = _logits_at(params, c.x, c.y)
             return (logit[:, 0] - logit[:, 1]).double()
         return torch.full((params[0].shape[0],), math.nan, dtype=torch.float64)
 
 
-def _flat(params: Sequence[torch.Tensor]) -> torch.Tensor:
+def flat_params(params: Sequence[torch.Tensor]) -> torch.Tensor:
+    """Run-batched parameters as one (R, P) tensor, in parameter order."""
     return torch.cat([p.reshape(p.shape[0], -1) for p in params], dim=1)
 
 
@@ -568,9 +570,9 @@ def _train_chunk(
 ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
     """Train the runs of whole aligned blocks; ``real`` marks those asked for."""
     streams = [RunStreams(seed, int(r)) for r in runs]
-    bits = torch.as_tensor(bits_np.astype(bool))
-    keep = torch.as_tensor(np.flatnonzero(real))
     R, dev, dt, dp = len(streams), s.device, s.dtype, s.dp
+    bits = torch.as_tensor(bits_np.astype(bool)).to(dev)
+    keep = torch.as_tensor(np.flatnonzero(real)).to(dev)
 
     params = [p.to(dev) for p in init_params(s.model, streams, init, dt)]
     grads = [torch.empty_like(p) for p in params]
@@ -585,7 +587,7 @@ def _train_chunk(
     canary_g = None
     if isinstance(s.canary, GradientCanary):
         g = s.canary.g.to(dev, dt)
-        canary_g = torch.where(bits.to(dev)[:, None], g[0], g[1])                # (R, P)
+        canary_g = torch.where(bits[:, None], g[0], g[1])                # (R, P)
 
     std = dp.noise_multiplier * dp.clip
     batch_norm = dp.expected_batch_size or dp.sampling_rate * s.n_records
@@ -608,7 +610,7 @@ def _train_chunk(
             break
         _draw_step(streams, uniforms, noise)
         masks = (all_in if uniforms is None else uniforms < dp.sampling_rate).to(dev)
-        _clipped_sum(params, _make_batch(s, masks, bits.to(dev), shared_rows), dp.clip, grads)
+        _clipped_sum(params, _make_batch(s, masks, bits, shared_rows), dp.clip, grads)
         noise_dev = noise.to(dev)
         if canary_g is not None:
             canary_step = canary_g * masks[:, s.n, None].to(dt)
@@ -619,9 +621,9 @@ def _train_chunk(
             gr.div_(batch_norm)
         opt.step()
         if observe is not None:
-            observe(t + 1, [p[keep.to(dev)] for p in params])
+            observe(t + 1, [p[keep] for p in params])
         bar.update(len(keep))
-    final = [p[keep.to(dev)].cpu().numpy() for p in params]
+    final = [p[keep].cpu().numpy() for p in params]
     return scores[:, real], accuracy[:, real], final
 
 

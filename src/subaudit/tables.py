@@ -56,6 +56,13 @@ def ratio_grid_row(q: float, sigmas: Sequence[float], steps: int, delta: float) 
     return frame[["q", "sigma", "steps", "delta", "eps_add_remove", "eps_substitute", "ratio", "note"]]
 
 
+def mean_se(frame: pd.DataFrame, keys: list[str], value: str) -> pd.DataFrame:
+    """Mean, count and standard error of the mean (sample sd / sqrt(n); NaN for n = 1) by keys."""
+    out = frame.groupby(keys)[value].agg(["mean", "std", "count"]).reset_index()
+    out["se"] = out["std"] / np.sqrt(out["count"])
+    return out.drop(columns="std")
+
+
 def step_estimates(scores: np.ndarray, labels: np.ndarray, steps: Sequence[int], delta: float,
                  alpha: float, estimators: Iterable[str], seed: int) -> list[dict[str, Any]]:
     """One estimate record per (checkpoint step, estimator) of one audit repeat (S1-S5)."""
@@ -87,16 +94,14 @@ def fig2_table(calibrations: Iterable[Mapping[str, Any]],
     est = pd.DataFrame(list(estimates))
     if not est.empty:
         final = est[est["step"] == est.groupby(["q", "target_epsilon"])["step"].transform("max")]
-        grouped = final.groupby(["q", "target_epsilon", "estimator"])["epsilon"]
-        summary = grouped.agg(["mean", "std", "count"]).reset_index()
+        summary = mean_se(final, ["q", "target_epsilon", "estimator"], "epsilon")
         for rec in summary.itertuples(index=False):
             match = cal[(cal.q == rec.q) & (cal.target_epsilon == rec.target_epsilon)].iloc[0]
-            se = float(rec.std) / np.sqrt(rec.count) if rec.count > 1 else np.nan
             rows.append({"q": rec.q, "target_epsilon": rec.target_epsilon, "sigma": match.sigma,
                          "steps": match.steps, "delta": match.delta,
                          "series": f"eps audit ({rec.estimator} estimator, {adjacency} canaries)",
                          "estimator": rec.estimator, "adjacency": adjacency,
-                         "epsilon": rec.mean, "se": se, "n_repeats": int(rec.count)})
+                         "epsilon": rec.mean, "se": rec.se, "n_repeats": int(rec.count)})
     table = pd.DataFrame(rows)
     return table.sort_values(["q", "target_epsilon", "series"], ascending=[False, True, True],
                              ignore_index=True)
@@ -140,15 +145,14 @@ def natural_table(step_acc: pd.DataFrame, estimates: Iterable[Mapping[str, Any]]
                          "sigma": rec.sigma, "delta": rec.delta})
     est = pd.DataFrame(list(estimates))
     if not est.empty:
-        grouped = est.groupby(["q", "step", "scenario", "estimator"])["epsilon"]
-        summary = grouped.agg(["mean", "std", "count"]).reset_index()
+        summary = mean_se(est, ["q", "step", "scenario", "estimator"], "epsilon")
         for rec in summary.itertuples(index=False):
             acc = step_acc[(step_acc.q == rec.q) & (step_acc.step == rec.step)].iloc[0]
             rows.append({
                 "q": rec.q, "step": rec.step, "scenario": rec.scenario,
                 "series": f"{rec.scenario} {SCENARIO_NAMES[rec.scenario]}",
                 "estimator": rec.estimator, "epsilon": rec.mean,
-                "se": float(rec.std) / np.sqrt(rec.count) if rec.count > 1 else np.nan,
+                "se": rec.se,
                 "n_repeats": int(rec.count), "sigma": acc.sigma, "delta": acc.delta})
     table = pd.DataFrame(rows)
     return table.sort_values(["q", "series", "estimator", "step"], ascending=[False, True, True, True],
@@ -157,8 +161,5 @@ def natural_table(step_acc: pd.DataFrame, estimates: Iterable[Mapping[str, Any]]
 
 def utility_table(records: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
     """Fig A1 table: test accuracy per (scenario, world, step), mean and s.e. over runs."""
-    frame = pd.DataFrame(list(records))
-    grouped = frame.groupby(["scenario", "world", "step"])["accuracy"]
-    out = grouped.agg(["mean", "std", "count"]).reset_index()
-    out["se"] = out["std"] / np.sqrt(out["count"])
-    return out.rename(columns={"mean": "accuracy", "count": "n_runs"}).drop(columns="std")
+    out = mean_se(pd.DataFrame(list(records)), ["scenario", "world", "step"], "accuracy")
+    return out.rename(columns={"mean": "accuracy", "count": "n_runs"})
