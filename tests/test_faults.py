@@ -46,17 +46,18 @@ def test_killed_shard_is_recomputed_alone_and_bit_for_bit(tmp_path, repo_root):
     expected = np.load(whole / MERGED)
 
     wd = _workdir(tmp_path, repo_root, "killed")
-    first = wd / SHARDS / "runs0-16.npz"
-    second = wd / SHARDS / "runs16-32.npz"
-    second_log = wd / "logs/natural/tabular/train_S2_q0.5_rep0_runs16-32.log"
+    shards = [wd / SHARDS / f"runs{r}.npz" for r in ("0-16", "16-32")]
+    logs = [wd / f"logs/natural/tabular/train_S2_q0.5_rep0_runs{r}.log" for r in ("0-16", "16-32")]
     job = subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", "1", MERGED],
                            cwd=wd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                            start_new_session=True)
     try:
         deadline = time.time() + 600
-        while not second_log.exists():               # the second shard has started ...
+        # Snakemake picks the shard order: wait until one shard is done and the other started.
+        while not any(shards[i].exists() and logs[1 - i].exists() for i in (0, 1)):
             assert job.poll() is None and time.time() < deadline, "workflow ended early"
             time.sleep(0.2)
+        first, second = shards if shards[0].exists() else shards[::-1]
         time.sleep(5.0)                              # ... and is training
         assert job.poll() is None and first.exists() and not second.exists()
     finally:
@@ -64,7 +65,7 @@ def test_killed_shard_is_recomputed_alone_and_bit_for_bit(tmp_path, repo_root):
         job.wait()
 
     assert not second.exists() and not (wd / MERGED).exists()
-    leftovers = [p.name for p in (wd / SHARDS).iterdir() if p.name != "runs0-16.npz"]
+    leftovers = [p.name for p in (wd / SHARDS).iterdir() if p != first]
     assert all(name.startswith(".") and name.endswith(".tmp.npz") for name in leftovers)
     # only the killed shard, then what follows it
     assert job_counts(wd, MERGED) == {"train_shard": 1, "merge_scores": 1}
