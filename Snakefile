@@ -15,6 +15,10 @@ include: "workflow/rules/natural.smk"
 include: "workflow/rules/figures.smk"
 
 
+localrules:
+    all,
+
+
 rule all:
     default_target: True
     input:

@@ -17,10 +17,14 @@ def params(repo_root):
 
 def test_shipped_params_and_presets_validate(repo_root):
     load_params(repo_root / "params.yaml")
-    for preset in sorted((repo_root / "presets").glob("*.yaml")):
+    from snakemake.utils import update_config  # how Snakemake merges --configfile
+
+    presets = sorted((repo_root / "presets").glob("*.yaml"))
+    for combo in [[p] for p in presets] + [presets]:
         merged = load_params(repo_root / "params.yaml")
-        merged.update(yaml.safe_load(preset.read_text()))
-        validate_params(merged, source=str(preset))
+        for preset in combo:
+            update_config(merged, yaml.safe_load(preset.read_text()))
+        validate_params(merged, source=" + ".join(p.name for p in combo))
 
 
 @pytest.mark.parametrize(
@@ -56,3 +60,17 @@ def test_allowed_values_are_listed(params):
     bad["s1"]["sampling_rates"] = [2]
     with pytest.raises(ConfigError, match=r"> 0 and <= 1"):
         validate_params(bad)
+
+
+@pytest.mark.parametrize("env_file", ["environment.yml", "environment-cpu.yml"])
+def test_environment_files_pin_what_constraints_pin(repo_root, env_file):
+    """The cluster environments install the versions CI tests (constraints.txt)."""
+    import re
+
+    pins = dict(re.findall(r"^([\w.-]+)==(\S+)$", (repo_root / "constraints.txt").read_text(), re.M))
+    env = yaml.safe_load((repo_root / env_file).read_text())
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    got = dict(re.findall(r"^([\w.-]+)==([^+\s]+)", "\n".join(pip), re.M))
+    assert set(pins) <= set(got), sorted(set(pins) - set(got))
+    assert {k: got[k] for k in pins} == pins
+    assert ("+cpu" in "\n".join(pip)) == env_file.endswith("-cpu.yml")

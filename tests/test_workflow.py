@@ -29,7 +29,7 @@ TINY = {
     "ratio_grid": {"steps": 40, "sampling_rates": [1.0, 0.25], "noise_multipliers": [3.0, 6.0]},
     "natural": {
         "target_epsilon": 4.0, "runs": 32, "shard_size": 16, "repeats": 1,
-        "scenarios": ["S2", "S3", "S4", "S5"], "memory_mb": 512, "craft_steps": 20,
+        "scenarios": ["S2", "S3", "S4", "S5"], "device": "cpu", "memory_mb": 512, "craft_steps": 20,
         "craft_lr": 0.1, "utility_runs": 4,
         "experiments": {
             "image": {"source": "mnist-5k", "backbone": "efficientnet-lite0", "resolution": 32,

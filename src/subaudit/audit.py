@@ -11,17 +11,15 @@ sorts by run index and refuses gaps, overlaps and disagreeing checkpoints.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import torch
 
 from subaudit.engine import MLP, DPConfig, GradientCanary, InputCanary, Records
-from subaudit.io import write_npz
+from subaudit.io import read_csv, read_json, read_npz, write_npz
 from subaudit.validation import ParameterError, check_count
 
 __all__ = ["audit_data", "load_canary", "load_features", "load_setting", "merge_shards",
@@ -77,12 +75,12 @@ def merge_shards(parts: Sequence[Mapping[str, Any]], runs: int) -> dict[str, np.
 
 def load_features(path: str | Path) -> dict[str, Records]:
     """Train, aux and test :class:`Records` of a features file (and ``classes``)."""
-    with np.load(path, allow_pickle=False) as f:
-        out: dict[str, Any] = {
-            part: Records(torch.from_numpy(f[f"{part}_x"].astype(np.float32)),
-                          torch.from_numpy(f[f"{part}_y"].astype(np.int64)))
-            for part in ("train", "aux", "test")}
-        out["classes"] = int(f["classes"])
+    f = read_npz(path)
+    out: dict[str, Any] = {
+        part: Records(torch.from_numpy(f[f"{part}_x"].astype(np.float32)),
+                      torch.from_numpy(f[f"{part}_y"].astype(np.int64)))
+        for part in ("train", "aux", "test")}
+    out["classes"] = int(f["classes"])
     return out
 
 
@@ -111,10 +109,10 @@ def save_canary(path: str | Path, canary: GradientCanary | InputCanary) -> None:
 
 def load_canary(path: str | Path) -> GradientCanary | InputCanary:
     """Inverse of :func:`save_canary`."""
-    with np.load(path, allow_pickle=False) as f:
-        if str(f["kind"]) == "gradient":
-            return GradientCanary(torch.from_numpy(f["g"]))
-        return InputCanary(torch.from_numpy(f["x"]), torch.from_numpy(f["y"]).long())
+    f = read_npz(path)
+    if str(f["kind"]) == "gradient":
+        return GradientCanary(torch.from_numpy(f["g"]))
+    return InputCanary(torch.from_numpy(f["x"]), torch.from_numpy(f["y"]).long())
 
 
 def load_setting(
@@ -123,9 +121,8 @@ def load_setting(
 ) -> tuple[dict[str, Any], MLP, int, DPConfig]:
     """What a training job needs: features, model, target index, DP config at the calibrated sigma."""
     feats = load_features(features)
-    with open(target) as fh:
-        index = int(json.load(fh)["target"])
-    sigma = float(pd.read_csv(accounting)["sigma"].iloc[0])
+    index = int(read_json(target)["target"])
+    sigma = float(read_csv(accounting)["sigma"].iloc[0])
     dp = DPConfig(steps=steps, sampling_rate=q, noise_multiplier=sigma, clip=clip, lr=lr,
                   optimizer=optimizer)
     return feats, model_for(feats, hidden), index, dp

@@ -1,4 +1,5 @@
-"""The ``subaudit`` command line: accountants, calibration, estimation, S1 simulation, bench.
+"""The ``subaudit`` command line: accountants, calibration, estimation, S1 simulation, bench,
+artifact checks.
 
 The flags are a contract (tests and users script against them). With ``--json`` a
 command prints exactly one JSON object on stdout. Invalid values exit with status 2
@@ -121,6 +122,24 @@ def _cmd_bench(args: argparse.Namespace) -> None:
     _emit(result, args.json, format_table(result))
 
 
+def _cmd_verify(args: argparse.Namespace) -> int:
+    from subaudit.io import verify
+
+    files, bad = verify(args.paths)
+    if args.remove:
+        for err in bad:
+            err.path.unlink(missing_ok=True)
+    result = {"checked": len(files), "removed": bool(args.remove),
+              "damaged": [{"path": str(e.path), "reason": e.reason} for e in bad]}
+    verb = "removed" if args.remove else "damaged"
+    lines = [f"{verb}: {e.path} ({e.reason})" for e in bad]
+    lines.append(f"{len(files)} artifacts checked, {len(bad)} damaged"
+                 + (" and removed: rerun the workflow to recompute them" if bad and args.remove
+                    else ""))
+    _emit(result, args.json, "\n".join(lines))
+    return 1 if bad and not args.remove else 0
+
+
 def _as_dict(obj: Any) -> dict[str, Any]:
     from dataclasses import asdict
 
@@ -190,6 +209,13 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--quick", action="store_true", help="fewer steps (under a minute)")
     sp.add_argument("--json", action="store_true")
     sp.set_defaults(func=_cmd_bench)
+
+    sp = sub.add_parser("verify", help="find damaged artifacts (.npz, .json, .csv) before use")
+    sp.add_argument("paths", nargs="+", metavar="PATH", help="files or folders (e.g. results data)")
+    sp.add_argument("--remove", action="store_true",
+                    help="delete the damaged files, so that the workflow recomputes them")
+    sp.add_argument("--json", action="store_true")
+    sp.set_defaults(func=_cmd_verify)
     return p
 
 
@@ -204,9 +230,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     prog = f"subaudit {args.command}"
-    func: Callable[[argparse.Namespace], None] = args.func
+    func: Callable[[argparse.Namespace], int | None] = args.func
     try:
-        func(args)
+        status = func(args)
     except ParameterError as err:
         print(f"{prog}: error: {_flag(err.name)} = {err.value!r} is invalid; "
               f"allowed: {err.allowed}", file=sys.stderr)
@@ -217,7 +243,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as err:  # degenerate data or a result the numerics cannot deliver
         print(f"{prog}: error: {err}", file=sys.stderr)
         return 1
-    return 0
+    return status or 0
 
 
 if __name__ == "__main__":

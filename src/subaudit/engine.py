@@ -68,6 +68,7 @@ import torch
 from scipy import stats
 from tqdm.auto import tqdm
 
+from subaudit.schedule import checkpoints
 from subaudit.seeding import derive_seed
 from subaudit.validation import (
     ParameterError,
@@ -354,15 +355,6 @@ def _choose_batching(batching: str, model: MLP, n: int, q: float) -> str:
         return batching
     few = gather_slots(n, q) < _GATHER_BELOW * (n + 1)
     return "gather" if few and model.sizes[1] >= _GATHER_MIN_WIDTH else "dense"
-
-
-def checkpoints(steps: int, every: int) -> np.ndarray:
-    """Steps at which scores are recorded: every ``every`` steps, and the last."""
-    check_count(every, "score_every")
-    pts = list(range(every, steps + 1, every))
-    if not pts or pts[-1] != steps:
-        pts.append(steps)
-    return np.asarray(pts, dtype=np.int64)
 
 
 @dataclass

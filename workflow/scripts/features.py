@@ -5,6 +5,7 @@ import torch
 
 from subaudit import logs
 from subaudit.data import load_split
+from subaudit.devices import resolve_device
 from subaudit.io import write_npz
 
 log = logs.to_file(snakemake.log[0])
@@ -12,6 +13,8 @@ p = snakemake.params
 # One CPU thread: kernels split their reductions by thread count, and the features (hence
 # every audit) must not depend on the machine's core count. (A GPU gives other bits.)
 torch.set_num_threads(1)
+device = resolve_device(p.device)
+log.info("device %s", device)
 parts = dict(zip(("train", "aux", "test"), load_split(snakemake.input[0])))
 arrays = {}
 for name, ds in parts.items():
@@ -20,11 +23,11 @@ for name, ds in parts.items():
     elif ds.family == "image":
         from subaudit.features import image_features
 
-        x = image_features(ds.x, p.backbone, resolution=p.resolution)
+        x = image_features(ds.x, p.backbone, resolution=p.resolution, device=device)
     else:
         from subaudit.features import text_features
 
-        x = text_features(list(ds.x), p.backbone)
+        x = text_features(list(ds.x), p.backbone, device=device)
     arrays[f"{name}_x"], arrays[f"{name}_y"] = x, ds.y
     log.info("%s: features %s", name, x.shape)
 classes = parts["train"].classes

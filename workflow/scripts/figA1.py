@@ -3,12 +3,12 @@
 import pandas as pd
 
 from subaudit import figures, logs
-from subaudit.io import write_csv
+from subaudit.io import read_csv, write_csv
 from subaudit.tables import utility_table
 
 log = logs.to_file(snakemake.log[0])
 p = snakemake.params
-runs = pd.concat([pd.read_csv(f) for f in snakemake.input], ignore_index=True)
+runs = pd.concat([read_csv(f) for f in snakemake.input], ignore_index=True)
 table = utility_table(runs.to_dict("records"))
 log.info("table:\n%s", table.to_string())
 write_csv(snakemake.output.csv, table)

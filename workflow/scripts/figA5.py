@@ -1,13 +1,11 @@
 """Snakemake adapter: Fig A5 (eps_S / eps_AR over q and sigma) as PNG, PDF and CSV."""
 
-import pandas as pd
-
 from subaudit import figures, logs
-from subaudit.io import write_csv
+from subaudit.io import read_csv, write_csv
 from subaudit.tables import figA5_table
 
 log = logs.to_file(snakemake.log[0])
-table = figA5_table(pd.read_csv(f, keep_default_na=False, na_values=[""]) for f in snakemake.input)
+table = figA5_table(read_csv(f, keep_default_na=False, na_values=[""]) for f in snakemake.input)
 log.info("figA5 table:\n%s", table.to_string())
 write_csv(snakemake.output.csv, table)
 figures.save(figures.figA5(table), snakemake.output.png, snakemake.output.pdf)

@@ -3,12 +3,12 @@
 import pandas as pd
 
 from subaudit import figures, logs
-from subaudit.io import read_json, write_csv
+from subaudit.io import read_csv, read_json, write_csv
 from subaudit.tables import natural_table
 
 log = logs.to_file(snakemake.log[0])
 p = snakemake.params
-acc = pd.concat([pd.read_csv(f) for f in snakemake.input.accounting], ignore_index=True)
+acc = pd.concat([read_csv(f) for f in snakemake.input.accounting], ignore_index=True)
 estimates = [rec for f in snakemake.input.estimates for rec in read_json(f)["estimates"]]
 table = natural_table(acc, estimates)
 table.insert(0, "experiment", p.experiment)

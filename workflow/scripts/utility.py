@@ -5,7 +5,9 @@ import pandas as pd
 
 from subaudit import logs
 from subaudit.audit import audit_data, load_canary, load_setting
-from subaudit.engine import checkpoints, train
+from subaudit.devices import resolve_device
+from subaudit.engine import train
+from subaudit.schedule import checkpoints
 from subaudit.io import write_csv
 from subaudit.tables import SCENARIO_NAMES
 
@@ -17,7 +19,8 @@ feats, model, target, dp = load_setting(
 steps = [0, *checkpoints(p.steps, p.every)]
 half = p.runs // 2
 common = dict(seed=p.seed, score_every=p.every, init=p.init, test=feats["test"],
-              accuracy_steps=steps, memory_mb=p.memory_mb)
+              accuracy_steps=steps, memory_mb=p.memory_mb,
+              device=resolve_device(p.device))
 # Without a canary: D as it is, target record included.
 plain = train(model, feats["train"], None, dp, runs=np.arange(half), bits=np.ones(half), **common)
 # With the canary z' in place of z (world D'), runs disjoint from the plain ones.

@@ -1,0 +1,28 @@
+"""Where torch computes: the ``device`` setting (cpu, cuda, auto) resolved for this process."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from subaudit.validation import ParameterError
+
+
+def resolve_device(device: Any = "auto") -> str:
+    """A torch device string for ``device``: 'cpu', 'cuda', 'cuda:<i>', or 'auto' / None.
+
+    'auto' (or None) is CUDA when this process sees a GPU, else the CPU; asking for CUDA
+    where there is none is an error rather than a silent fall-back to the CPU.
+    """
+    import torch
+
+    if device is None or device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ParameterError("device", device, "'auto', 'cpu', 'cuda' or 'cuda:<index>'") from None
+    if dev.type not in ("cpu", "cuda"):
+        raise ParameterError("device", device, "'auto', 'cpu', 'cuda' or 'cuda:<index>'")
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ParameterError("device", device, "'cpu' or 'auto' (CUDA is not available here)")
+    return str(dev)

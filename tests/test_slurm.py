@@ -1,0 +1,200 @@
+"""`snakemake --profile slurm` through a real single-node SLURM (scripts/slurm-cluster.sh).
+
+The tiny workflow is submitted with the repository's own profile: jobs must really pass
+through sbatch (job ids in Snakemake's output, in the cluster's job records and in squeue),
+GPU jobs must ask for a GPU, light rules must stay local, the scores must equal a local run
+bit for bit, and a persistent failure must be retried, then stop the run naming the shard
+and its log. Needs root to start the cluster; CI sets SUBAUDIT_REQUIRE_SLURM=1 so that a
+cluster that cannot start fails the run instead of skipping it.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from test_workflow import TINY, job_counts, snakemake, write_params
+
+pytestmark = [pytest.mark.slow, pytest.mark.slurm]
+
+BIN = Path(sys.executable).parent
+JOBCOMP = Path(os.environ.get("SUBAUDIT_SLURM_STATE", "/var/tmp/subaudit-slurm")) / "jobcomp.log"
+MERGED = "results/natural/tabular/scores/{}_q0.5_rep0.npz"
+SUBMITTED = re.compile(r"submitted with SLURM jobid (\d+)")
+
+
+def slurm_config() -> dict:
+    """The tiny config, trimmed, with device auto: GPU jobs ask the cluster for a GPU."""
+    params = copy.deepcopy(TINY)
+    params["s1"].update(sampling_rates=[1.0], target_epsilons=[2], repeats=1)
+    params["ratio_grid"].update(sampling_rates=[1.0], noise_multipliers=[3.0])
+    params["natural"].update(scenarios=["S2", "S3"], device="auto", utility_runs=2)
+    return params
+
+
+@pytest.fixture(scope="module")
+def cluster(repo_root):
+    script = repo_root / "scripts" / "slurm-cluster.sh"
+    required = os.environ.get("SUBAUDIT_REQUIRE_SLURM") == "1"
+    if subprocess.run([script, "status"], capture_output=True).returncode == 0:
+        yield  # somebody else's running cluster: use it, leave it running
+        return
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        if required:
+            pytest.fail("SUBAUDIT_REQUIRE_SLURM=1 but the cluster needs root and apt-get")
+        pytest.skip("a local SLURM cluster needs root and apt-get (scripts/slurm-cluster.sh)")
+    proc = subprocess.run([script, "start"], capture_output=True, text=True)
+    if proc.returncode != 0:
+        msg = f"scripts/slurm-cluster.sh start failed:\n{proc.stderr[-3000:]}"
+        pytest.fail(msg) if required else pytest.skip(msg)
+    yield
+    subprocess.run([script, "stop"], capture_output=True)
+
+
+def profile_run(workdir: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """`snakemake --profile slurm` as a user types it, site settings from the environment."""
+    environ = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
+               "SUBAUDIT_SLURM_STATUS": "squeue",       # no slurmdbd here (see the script)
+               "SUBAUDIT_SLURM_GPU_PARTITION": "gpu", "SUBAUDIT_SLURM_SHARDS_PER_JOB": "2",
+               **env}
+    return subprocess.run(["snakemake", "--profile", "slurm", *args], cwd=workdir,
+                          capture_output=True, text=True, env=environ)
+
+
+def jobcomp() -> dict[str, dict[str, str]]:
+    """The cluster's record of finished jobs, by job id."""
+    rows = [dict(re.findall(r"(\w+)=(\S*)", line)) for line in JOBCOMP.read_text().splitlines()]
+    return {r["JobId"]: r for r in rows}
+
+
+def scontrol_job(job_id: str) -> str:
+    return subprocess.run(["scontrol", "show", "job", job_id], capture_output=True,
+                          text=True).stdout
+
+
+@pytest.fixture(scope="module")
+def workdir(cluster, tmp_path_factory, repo_root) -> tuple[Path, str]:
+    wd = tmp_path_factory.mktemp("slurm")
+    for name in ("Snakefile", "workflow", "slurm"):
+        src = repo_root / name
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, wd / name)
+    write_params(wd, slurm_config())
+    proc = profile_run(wd)
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    return wd, proc.stderr
+
+
+def test_jobs_went_through_sbatch(workdir):
+    wd, log = workdir
+    ids = SUBMITTED.findall(log)
+    assert len(ids) >= 20, log[-3000:]
+    records = jobcomp()
+    assert all(records[i]["JobState"] == "COMPLETED" for i in ids)
+    # squeue still lists them (MinJobAge), which is what the profile's status checks read
+    listed = subprocess.run(["squeue", "-h", "-t", "all", "-o", "%i", "-j", ",".join(ids)],
+                            capture_output=True, text=True).stdout.split()
+    assert set(listed) == set(ids)
+    # each SLURM job's own log, kept by the profile, names its job id
+    logs = list((wd / ".snakemake" / "slurm_logs").rglob("*.log"))
+    assert {p.stem for p in logs} >= set(ids)
+    # light rules ran where the workflow was started, not on the cluster
+    for rule in ("acquire", "merge_scores", "estimate_natural", "natural_figure", "all"):
+        assert f"localrule {rule}:" in log
+    assert (wd / "results/figures/fig4.png").is_file()
+
+
+def test_gpu_jobs_ask_for_a_gpu_and_shards_are_grouped(workdir):
+    wd, log = workdir
+    gpu_jobs, cpu_jobs = [], []
+    for job_id in SUBMITTED.findall(log):
+        info = scontrol_job(job_id)
+        (gpu_jobs if "TresPerJob=gres:gpu:1" in info else cpu_jobs).append(info)
+    assert gpu_jobs and cpu_jobs
+    assert all("Partition=gpu" in j for j in gpu_jobs)
+    assert all("Partition=cpu" in j and "gpu" not in j.replace("Partition=cpu", "")
+               for j in cpu_jobs)
+    # 12 shards (3 experiments x 2 scenarios x 2 shards) in groups of 2
+    groups = re.findall(r"group_shards_train_shard/(\d+)\.log", log)
+    assert len(set(groups)) == 6
+    shard_logs = sorted((wd / "logs/natural").rglob("train_*.log"))
+    assert len(shard_logs) == 12 and all(" on cpu:" in p.read_text() for p in shard_logs)
+
+
+def test_scores_equal_a_local_run_and_nothing_is_left_to_do(workdir, tmp_path, repo_root):
+    wd, _ = workdir
+    assert job_counts(wd) == {}
+    local = tmp_path / "local"
+    local.mkdir()
+    shutil.copy(repo_root / "Snakefile", local / "Snakefile")
+    shutil.copytree(repo_root / "workflow", local / "workflow")
+    write_params(local, slurm_config())
+    target = MERGED.format("S3")
+    assert snakemake(local, target).returncode == 0
+    a, b = np.load(wd / target), np.load(local / target)
+    for key in ("runs", "bits", "steps", "scores"):
+        assert np.array_equal(a[key], b[key]), key
+
+
+def test_persistent_failure_is_retried_then_named_with_its_log(workdir):
+    wd, _ = workdir
+    canary = wd / "results/natural/tabular/canaries/S3.npz"
+    good = np.load(wd / MERGED.format("S3"))
+    canary.write_bytes(canary.read_bytes()[:-100])           # damaged after it was made
+
+    proc = profile_run(wd, SUBAUDIT_SLURM_RETRIES="1")
+    assert proc.returncode != 0
+    err = proc.stderr
+    assert "Error in rule train_shard" in err, err[-5000:]
+    assert "output: results/natural/tabular/shards/S3_q0.5_rep0/runs" in err
+    named = re.findall(r"log: (logs/natural/tabular/train_S3_q0.5_rep0_runs\S+\.log)", err)
+    assert named and any(f"{canary.relative_to(wd)} is damaged" in (wd / p).read_text()
+                         for p in set(named))
+    records = jobcomp()
+    assert all(records[i]["JobState"] == "FAILED" for i in SUBMITTED.findall(err))
+    attempts = set(re.findall(r"group_shards_train_shard/(\d+)\.log", err))
+    assert len(attempts) == 2                                        # 1 + 1 retry
+
+    # the damage is found, removed, and the rerun recomputes the same scores
+    assert subprocess.run([BIN / "subaudit", "verify", "--remove", "results"], cwd=wd,
+                          capture_output=True).returncode == 0
+    proc = profile_run(wd)
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    again = np.load(wd / MERGED.format("S3"))
+    assert np.array_equal(again["scores"], good["scores"])
+
+
+@pytest.mark.stress
+def test_stress_hundreds_of_shards_lose_and_duplicate_no_run(cluster, tmp_path, repo_root):
+    """SUBAUDIT_STRESS_SHARDS shards (default 200) of 16 runs, one setting, each shard its
+    own job, SUBAUDIT_SLURM_SHARDS_PER_JOB of them per sbatch submission (default 1)."""
+    shards = int(os.environ.get("SUBAUDIT_STRESS_SHARDS", "200"))
+    per_job = os.environ.get("SUBAUDIT_SLURM_SHARDS_PER_JOB", "1")
+    wd = tmp_path / "stress"
+    wd.mkdir()
+    for name in ("Snakefile", "workflow", "slurm"):
+        src = repo_root / name
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, wd / name)
+    params = slurm_config()
+    params["natural"].update(runs=16 * shards, shard_size=16)
+    write_params(wd, params)
+    target = MERGED.format("S2")
+    proc = profile_run(wd, target, SUBAUDIT_SLURM_SHARDS_PER_JOB=per_job,
+                       SUBAUDIT_SLURM_JOBS="500")
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    ids = SUBMITTED.findall(proc.stderr)
+    records = jobcomp()
+    assert len(set(ids)) == len(ids) and all(records[i]["JobState"] == "COMPLETED" for i in ids)
+    assert len(list((wd / target.replace("scores", "shards").removesuffix(".npz")).glob(
+        "runs*.npz"))) == shards
+    merged = np.load(wd / target)
+    assert merged["runs"].tolist() == list(range(16 * shards))      # none lost, none twice
+    assert int(merged["bits"].sum()) == 8 * shards
+    print(f"{shards} shards, {len(ids)} sbatch submissions")
