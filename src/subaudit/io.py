@@ -3,10 +3,10 @@
 Each writer writes to a temporary file in the destination's directory and renames
 it into place (os.replace is atomic on POSIX), so a killed job never leaves a
 half-written file that a later step could take for complete.  Each reader checks
-what it reads (an .npz member's CRC-32 and length, JSON syntax, a CSV's complete
-last line and field counts) and raises :class:`CorruptArtifact`, naming the file,
-instead of handing on a truncated or damaged artifact (a full disk, a broken copy,
-a bad transfer).  :func:`verify` checks files without using them.
+what it reads (an .npz's member CRC-32s and the sha256 of its arrays stored inside
+it, JSON syntax, a CSV's complete last line) and raises :class:`CorruptArtifact`,
+naming the file, instead of handing on a truncated or damaged artifact (a full disk,
+a broken copy, a bad transfer).  :func:`verify` checks files without using them.
 """
 
 from __future__ import annotations
