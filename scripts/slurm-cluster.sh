@@ -6,12 +6,13 @@
 #   scripts/slurm-cluster.sh status   exit 0 when the cluster answers
 #
 # Idempotent: `start` on a running cluster does nothing; `stop` on a stopped one does nothing.
-# Needs root (packages, /etc/slurm, daemons). The node declares two count-only GPUs (gres
-# without device files), so the profile's real `--gpus=1` requests are scheduled and recorded,
+# Needs root (packages, /etc/slurm, daemons). The node declares two GPUs as gres backed by
+# placeholder files, so the profile's real `--gpus=1` requests are scheduled and recorded,
 # while the jobs themselves run on the CPU. Finished jobs are written, one line each, to the
-# job-completion log ($STATE/jobcomp.log; `sacct` needs slurmdbd and a database, which this
-# cluster does without), and squeue keeps them for MinJobAge = 3600 s, so the profile's squeue
-# status queries see every job end.
+# job-completion log $STATE/jobcomp.log (begun afresh by each start, the previous one kept as
+# jobcomp.log.prev; `sacct` needs slurmdbd and a database, which this cluster does without),
+# and squeue keeps them for MinJobAge = 3600 s, so the profile's squeue status queries see
+# every job end.
 set -euo pipefail
 
 STATE=${SUBAUDIT_SLURM_STATE:-/var/tmp/subaudit-slurm}
@@ -45,6 +46,8 @@ write_config() {
         log "$CONF exists and was not written by this script: not touching it"; exit 1
     fi
     mkdir -p /etc/slurm "$STATE/ctld" "$STATE/d" "$STATE/log"
+    # job ids restart from 1 on a fresh start: keep the last cluster's records apart
+    if [ -f "$STATE/jobcomp.log" ]; then mv -f "$STATE/jobcomp.log" "$STATE/jobcomp.log.prev"; fi
     cat > "$CONF" <<EOF
 $MARK
 ClusterName=subaudit
