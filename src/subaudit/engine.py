@@ -89,7 +89,6 @@ __all__ = [
     "Records",
     "RunStreams",
     "TrainResult",
-    "checkpoints",
     "flat_params",
     "gather_slots",
     "init_params",
@@ -673,7 +672,7 @@ def train(
     """Train runs ``runs`` (bits ``bits``: 1 = D with z, 0 = D' with z') and score them.
 
     Scores are recorded after every ``score_every`` steps and after the last
-    (:func:`checkpoints`); test accuracy after each step count in
+    (:func:`subaudit.schedule.checkpoints`); test accuracy after each step count in
     ``accuracy_steps`` (0 = before training).  ``canary=None`` trains on the
     data alone (scores are NaN).  ``observe(t, params)`` is called after every
     step with the chunk's parameters.  Runs are processed in chunks that fit

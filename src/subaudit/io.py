@@ -12,6 +12,7 @@ a broken copy, a bad transfer).  :func:`verify` checks files without using them.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import tempfile
@@ -133,10 +134,11 @@ def read_csv(path: str | Path, **kwargs: Any) -> pd.DataFrame:
 
     Every line of such a file ends with a newline: a file cut inside a line is refused.
     """
-    if not Path(path).read_bytes().endswith(b"\n"):
+    data = Path(path).read_bytes()
+    if not data.endswith(b"\n"):
         raise CorruptArtifact(path, "the last line is incomplete")
     try:
-        return pd.read_csv(path, **kwargs)
+        return pd.read_csv(io.BytesIO(data), **kwargs)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
         raise CorruptArtifact(path, f"not a complete CSV table: {err}") from None
 
