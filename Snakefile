@@ -23,3 +23,4 @@ rule all:
     default_target: True
     input:
         FIGURES,
+        VARIATION_ESTIMATES,

@@ -22,6 +22,7 @@ import pytest
 
 from subaudit import data as D
 from subaudit.data import Dataset, DataError, Source, Split
+from subaudit.io import CorruptArtifact, verify, write_npz
 from subaudit.validation import ParameterError
 
 # --------------------------------------------------------------------------------------
@@ -444,8 +445,14 @@ def test_save_and_load_split(tmp_path, family):
     ds = toy_dataset(40, family=family)
     sp = D.split(ds, n_train=8, n_aux=0, n_test=12, seed=5, per_class=True)
     path = tmp_path / "splits" / "toy.npz"
-    D.save_split(path, ds, sp)
+    old = os.umask(0o022)
+    try:
+        D.save_split(path, ds, sp)
+    finally:
+        os.umask(old)
     assert sorted(p.name for p in path.parent.iterdir()) == ["toy.npz"]  # atomic: no temporary left
+    assert path.stat().st_mode & 0o777 == 0o644          # readable by others on a shared disk
+    assert verify([path.parent]) == ([path], [])          # the artifact writer's digest
     with np.load(path, allow_pickle=False) as raw:  # loadable without pickles
         assert raw["train_x"].dtype.kind == ("U" if family == "text" else "f")
         np.testing.assert_array_equal(raw["test_idx"], sp.test)
@@ -458,6 +465,9 @@ def test_save_and_load_split(tmp_path, family):
 
 
 def test_load_split_rejects_other_files(tmp_path):
-    np.savez(tmp_path / "other.npz", a=np.zeros(2))
+    np.savez(tmp_path / "plain.npz", a=np.zeros(2))
+    with pytest.raises(CorruptArtifact, match="no stored digest"):
+        D.load_split(tmp_path / "plain.npz")
+    write_npz(tmp_path / "other.npz", a=np.zeros(2))
     with pytest.raises(DataError, match="save_split"):
         D.load_split(tmp_path / "other.npz")

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from test_workflow import TINY, job_counts, write_params
+from conftest import job_counts, tiny, write_params
 
 pytestmark = pytest.mark.slow
 
@@ -48,7 +48,7 @@ def test_push_pull_restores_results_and_snakemake_state(tmp_path, repo_root):
     shutil.copytree(repo_root / "src" / "subaudit", origin / "src" / "subaudit",
                     ignore=shutil.ignore_patterns("__pycache__"))
     (origin / ".gitignore").write_text("/logs/\n/.snakemake/\n__pycache__/\n")
-    write_params(origin, TINY)
+    write_params(origin, tiny())
     sh(origin, "git", "init", "-q")
     sh(origin, "dvc", "init", "-q")
     sh(origin, "dvc", "remote", "add", "-d", "store", str(tmp_path / "remote"))
@@ -86,5 +86,4 @@ def test_push_pull_restores_results_and_snakemake_state(tmp_path, repo_root):
     params = yaml.safe_load((clone / "params.yaml").read_text())
     params["alpha"] = 0.1
     write_params(clone, params)
-    assert job_counts(clone) == {"all": 1, "estimate_s1": 8, "fig2": 1,
-                                 "estimate_natural": 12, "natural_figure": 3}
+    assert job_counts(clone) == {"all": 1, "estimate": 20, "fig2": 1, "natural_figure": 3}

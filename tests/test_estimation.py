@@ -57,7 +57,8 @@ def gaussian_epsilon(mu: float, delta: float = DELTA) -> float:
 
 @pytest.mark.parametrize("alpha", [0.05, 0.01, 0.2])
 def test_clopper_pearson_matches_binomtest(alpha):
-    cases = [(0, 1), (1, 1), (0, 5), (3, 5), (5, 5), (0, 100), (1, 100), (50, 100), (99, 100), (100, 100), (7, 12500), (12000, 12500)]
+    cases = [(0, 1), (1, 1), (0, 5), (3, 5), (5, 5), (0, 100), (1, 100), (50, 100), (99, 100),
+             (100, 100), (7, 12500), (12000, 12500)]
     k = np.array([c[0] for c in cases])
     n = np.array([c[1] for c in cases])
     got = clopper_pearson_upper(k, n, alpha)
@@ -162,7 +163,8 @@ def test_mu_lower():
     assert mu_lower(stats.norm.cdf(-1.0), stats.norm.cdf(-2.0)) == pytest.approx(3.0, rel=1e-12)
     assert mu_lower(1.0, 0.1) == -math.inf
     assert mu_lower(0.1, 1.0) == -math.inf
-    np.testing.assert_allclose(mu_lower([1e-20, 0.3], [1e-20, 0.3]), [2 * stats.norm.isf(1e-20), 2 * stats.norm.isf(0.3)])
+    np.testing.assert_allclose(mu_lower([1e-20, 0.3], [1e-20, 0.3]),
+                               [2 * stats.norm.isf(1e-20), 2 * stats.norm.isf(0.3)])
 
 
 # ---------------------------------------------------------------------------
@@ -245,8 +247,29 @@ def test_ties_count_as_predict_D():
     assert (n_pos, n_neg) == (3, 3)
 
 
-def test_estimators_listed():
-    assert ESTIMATORS == ("heldout", "paper")
+def test_estimator_registry():
+    assert list(ESTIMATORS) == ["heldout", "paper"]
+    assert ESTIMATORS["heldout"].valid and ESTIMATORS["heldout"].seeded
+    assert not ESTIMATORS["paper"].valid and not ESTIMATORS["paper"].seeded
+    assert ESTIMATORS["heldout"].linestyle != ESTIMATORS["paper"].linestyle
+
+
+def test_estimates_have_common_fields_and_their_own_details():
+    rng = np.random.default_rng(0)
+    scores = np.r_[rng.normal(1, 1, 200), rng.normal(0, 1, 200)]
+    labels = np.r_[np.ones(200), np.zeros(200)]
+    for name in ESTIMATORS:
+        e = estimate_epsilon(scores, labels, delta=1e-5, estimator=name, seed=3)
+        d = e.to_dict()
+        assert {"epsilon", "estimator", "alpha", "delta", "n_positive", "n_negative"} <= set(d)
+        assert d["estimator"] == name and d["n_positive"] == d["n_negative"] == 200
+        assert e.mu == d["mu"] == e.details["mu"]            # details read as attributes
+        assert e.epsilon == pytest.approx(gdp_epsilon(e.mu, 1e-5) if e.mu > 0 else 0.0)
+        with pytest.raises(AttributeError, match="has no 'nonesuch'"):
+            e.nonesuch  # noqa: B018
+    with pytest.raises(ValueError, match="common fields"):
+        AuditEstimate(epsilon=1.0, estimator="x", alpha=0.05, delta=1e-5, n_positive=1,
+                      n_negative=1, details={"epsilon": 2.0})
 
 
 # ---------------------------------------------------------------------------
@@ -320,9 +343,10 @@ def test_reversed_scores_give_zero(estimator):
 def test_to_dict_and_frozen():
     r = estimate_epsilon([1.0, 2.0, 3.0, 0.0, -1.0, 0.5], [1, 1, 1, 0, 0, 0], DELTA, estimator="paper")
     d = r.to_dict()
-    assert set(d) >= {"epsilon", "mu", "estimator", "alpha", "delta", "threshold", "fpr_ub", "fnr_ub", "n_positive", "n_negative"}
+    assert set(d) >= {"epsilon", "mu", "estimator", "alpha", "delta", "threshold", "fpr_ub",
+                      "fnr_ub", "n_positive", "n_negative"}
     assert d["epsilon"] == r.epsilon and d["estimator"] == "paper"
-    with pytest.raises(Exception):
+    with pytest.raises(AttributeError):
         r.epsilon = 3.0  # type: ignore[misc]
     assert isinstance(r, AuditEstimate)
 
@@ -375,7 +399,8 @@ def test_parameter_errors_name_the_parameter(kwargs, name):
 def test_boolean_labels_accepted():
     s = np.r_[np.arange(10) + 20.0, np.arange(10.0)]
     y = np.r_[np.ones(10, bool), np.zeros(10, bool)]
-    assert estimate_epsilon(s, y, DELTA, estimator="paper") == estimate_epsilon(s, y.astype(int), DELTA, estimator="paper")
+    assert estimate_epsilon(s, y, DELTA, estimator="paper") == estimate_epsilon(
+        s, y.astype(int), DELTA, estimator="paper")
 
 
 def test_estimate_over_steps():

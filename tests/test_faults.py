@@ -3,9 +3,7 @@ complete, and rerunning recomputes only that shard, giving the uninterrupted res
 
 from __future__ import annotations
 
-import copy
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -15,28 +13,24 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from test_workflow import TINY, job_counts, snakemake, write_params
+from conftest import job_counts, setting_path, snakemake, tiny, workflow_copy
 
 pytestmark = pytest.mark.slow
 
-MERGED = "results/natural/tabular/scores/S2_q0.5_rep0.npz"
-SHARDS = "results/natural/tabular/shards/S2_q0.5_rep0"
-
 
 def _config() -> dict:
-    params = copy.deepcopy(TINY)
+    params = tiny()
     tab = params["natural"]["experiments"]["tabular"]
     tab.update(steps=20000, every=10000)         # shards long enough to be killed halfway
     return params
 
 
+MERGED = setting_path("scores", _config(), "tabular", "S2")
+SHARDS = setting_path("shard_dir", _config(), "tabular", "S2")
+
+
 def _workdir(root: Path, repo_root: Path, name: str) -> Path:
-    wd = root / name
-    wd.mkdir()
-    shutil.copy(repo_root / "Snakefile", wd / "Snakefile")
-    shutil.copytree(repo_root / "workflow", wd / "workflow")
-    write_params(wd, _config())
-    return wd
+    return workflow_copy(root / name, _config())
 
 
 def test_killed_shard_is_recomputed_alone_and_bit_for_bit(tmp_path, repo_root):
@@ -47,7 +41,8 @@ def test_killed_shard_is_recomputed_alone_and_bit_for_bit(tmp_path, repo_root):
 
     wd = _workdir(tmp_path, repo_root, "killed")
     shards = [wd / SHARDS / f"runs{r}.npz" for r in ("0-16", "16-32")]
-    logs = [wd / f"logs/natural/tabular/train_S2_q0.5_rep0_runs{r}.log" for r in ("0-16", "16-32")]
+    logs = [wd / f"logs/natural/tabular/train_{Path(SHARDS).name}_runs{r}.log"
+            for r in ("0-16", "16-32")]
     job = subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", "1", MERGED],
                            cwd=wd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                            start_new_session=True)

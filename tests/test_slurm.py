@@ -10,7 +10,6 @@ cluster that cannot start fails the run instead of skipping it.
 
 from __future__ import annotations
 
-import copy
 import os
 import re
 import shutil
@@ -21,23 +20,27 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from test_workflow import TINY, job_counts, snakemake, write_params
+from conftest import job_counts, setting_path, snakemake, tiny, workflow_copy, write_params
 
 pytestmark = [pytest.mark.slow, pytest.mark.slurm]
 
 BIN = Path(sys.executable).parent
 JOBCOMP = Path(os.environ.get("SUBAUDIT_SLURM_STATE", "/var/tmp/subaudit-slurm")) / "jobcomp.log"
-MERGED = "results/natural/tabular/scores/{}_q0.5_rep0.npz"
 SUBMITTED = re.compile(r"submitted with SLURM jobid (\d+)")
 
 
 def slurm_config() -> dict:
     """The tiny config, trimmed, with device auto: GPU jobs ask the cluster for a GPU."""
-    params = copy.deepcopy(TINY)
+    params = tiny()
     params["s1"].update(sampling_rates=[1.0], target_epsilons=[2], repeats=1)
     params["ratio_grid"].update(sampling_rates=[1.0], noise_multipliers=[3.0])
     params["natural"].update(scenarios=["S2", "S3"], device="auto", utility_runs=2)
     return params
+
+
+def merged_path(scenario: str, params: dict | None = None) -> str:
+    """The merged scores of a tabular audit setting of the SLURM config."""
+    return setting_path("scores", params or slurm_config(), "tabular", scenario)
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +109,7 @@ def test_jobs_went_through_sbatch(workdir):
     logs = list((wd / ".snakemake" / "slurm_logs").rglob("*.log"))
     assert {p.stem for p in logs} >= set(ids)
     # light rules ran where the workflow was started, not on the cluster
-    for rule in ("acquire", "merge_scores", "estimate_natural", "natural_figure", "all"):
+    for rule in ("acquire", "merge_scores", "estimate", "natural_figure", "all"):
         assert f"localrule {rule}:" in log
     assert (wd / "results/figures/fig4.png").is_file()
 
@@ -131,12 +134,8 @@ def test_gpu_jobs_ask_for_a_gpu_and_shards_are_grouped(workdir):
 def test_scores_equal_a_local_run_and_nothing_is_left_to_do(workdir, tmp_path, repo_root):
     wd, _ = workdir
     assert job_counts(wd) == {}
-    local = tmp_path / "local"
-    local.mkdir()
-    shutil.copy(repo_root / "Snakefile", local / "Snakefile")
-    shutil.copytree(repo_root / "workflow", local / "workflow")
-    write_params(local, slurm_config())
-    target = MERGED.format("S3")
+    local = workflow_copy(tmp_path / "local", slurm_config())
+    target = merged_path("S3")
     assert snakemake(local, target).returncode == 0
     a, b = np.load(wd / target), np.load(local / target)
     for key in ("runs", "bits", "steps", "scores"):
@@ -145,16 +144,18 @@ def test_scores_equal_a_local_run_and_nothing_is_left_to_do(workdir, tmp_path, r
 
 def test_persistent_failure_is_retried_then_named_with_its_log(workdir):
     wd, _ = workdir
-    canary = wd / "results/natural/tabular/canaries/S3.npz"
-    good = np.load(wd / MERGED.format("S3"))
+    canary = wd / setting_path("canary", slurm_config(), "tabular", "S3")
+    good = np.load(wd / merged_path("S3"))
     canary.write_bytes(canary.read_bytes()[:-100])           # damaged after it was made
 
     proc = profile_run(wd, SUBAUDIT_SLURM_RETRIES="1")
     assert proc.returncode != 0
     err = proc.stderr
     assert "Error in rule train_shard" in err, err[-5000:]
-    assert "output: results/natural/tabular/shards/S3_q0.5_rep0/runs" in err
-    named = re.findall(r"log: (logs/natural/tabular/train_S3_q0.5_rep0_runs\S+\.log)", err)
+    shards = setting_path("shard_dir", slurm_config(), "tabular", "S3")
+    assert f"output: {shards}/runs" in err
+    key = Path(shards).name
+    named = re.findall(rf"log: (logs/natural/tabular/train_{key}_runs\S+\.log)", err)
     assert named and any(f"{canary.relative_to(wd)} is damaged" in (wd / p).read_text()
                          for p in set(named))
     records = jobcomp()
@@ -167,7 +168,7 @@ def test_persistent_failure_is_retried_then_named_with_its_log(workdir):
                           capture_output=True).returncode == 0
     proc = profile_run(wd)
     assert proc.returncode == 0, proc.stderr[-5000:]
-    again = np.load(wd / MERGED.format("S3"))
+    again = np.load(wd / merged_path("S3"))
     assert np.array_equal(again["scores"], good["scores"])
 
 
@@ -185,15 +186,15 @@ def test_stress_hundreds_of_shards_lose_and_duplicate_no_run(cluster, tmp_path, 
     params = slurm_config()
     params["natural"].update(runs=16 * shards, shard_size=16)
     write_params(wd, params)
-    target = MERGED.format("S2")
+    target = merged_path("S2", params)
     proc = profile_run(wd, target, SUBAUDIT_SLURM_SHARDS_PER_JOB=per_job,
                        SUBAUDIT_SLURM_JOBS="500")
     assert proc.returncode == 0, proc.stderr[-5000:]
     ids = SUBMITTED.findall(proc.stderr)
     records = jobcomp()
     assert len(set(ids)) == len(ids) and all(records[i]["JobState"] == "COMPLETED" for i in ids)
-    assert len(list((wd / target.replace("scores", "shards").removesuffix(".npz")).glob(
-        "runs*.npz"))) == shards
+    shard_dir = wd / setting_path("shard_dir", params, "tabular", "S2")
+    assert len(list(shard_dir.glob("runs*.npz"))) == shards
     merged = np.load(wd / target)
     assert merged["runs"].tolist() == list(range(16 * shards))      # none lost, none twice
     assert int(merged["bits"].sum()) == 8 * shards

@@ -7,81 +7,20 @@ value stops the workflow before any job runs, naming the key.
 
 from __future__ import annotations
 
-import re
-import shutil
-import subprocess
-import sys
+import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
-import yaml
+from conftest import job_counts, setting_path, snakemake, tiny, workflow_copy, write_params
 
 pytestmark = pytest.mark.slow
 
-TINY = {
-    "seed": 7,
-    "delta": 1.0e-5,
-    "alpha": 0.05,
-    "estimators": ["heldout", "paper"],
-    "s1": {"steps": 40, "every": 20, "sampling_rates": [1.0, 0.25], "target_epsilons": [2, 4],
-           "runs_per_world": 500, "repeats": 2, "adjacency": "substitute"},
-    "ratio_grid": {"steps": 40, "sampling_rates": [1.0, 0.25], "noise_multipliers": [3.0, 6.0]},
-    "natural": {
-        "target_epsilon": 4.0, "runs": 32, "shard_size": 16, "repeats": 1,
-        "scenarios": ["S2", "S3", "S4", "S5"], "device": "cpu", "memory_mb": 512, "craft_steps": 20,
-        "craft_lr": 0.1, "utility_runs": 4,
-        "experiments": {
-            "image": {"source": "mnist-5k", "backbone": "efficientnet-lite0", "resolution": 32,
-                      "n_train": 20, "n_aux": 10, "n_test": 10, "per_class": True, "hidden": [],
-                      "optimizer": "sgd", "init": "zero", "clip": 2.0, "lr": 0.01, "steps": 4,
-                      "every": 2, "sampling_rates": [1.0]},
-            "text": {"source": "rotten-tomatoes", "backbone": "minilm-l6-v2", "n_train": 20,
-                     "n_aux": 10, "n_test": 10, "per_class": False, "hidden": [],
-                     "optimizer": "sgd", "init": "zero", "clip": 2.0, "lr": 0.01, "steps": 4,
-                     "every": 2, "sampling_rates": [1.0]},
-            "tabular": {"source": "letter", "backbone": "none", "n_train": 40, "n_aux": 10,
-                        "n_test": 10, "per_class": False, "hidden": [8], "optimizer": "adam",
-                        "init": "random", "clip": 5.0, "lr": 0.01, "steps": 4, "every": 2,
-                        "sampling_rates": [0.5]},
-        },
-    },
-}
-
-
-def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", *args],
-                          cwd=workdir, capture_output=True, text=True)
-
-
-def job_counts(workdir: Path, *targets: str) -> dict[str, int]:
-    """Jobs a dry run would execute, by rule ({} when there is nothing to do)."""
-    proc = snakemake(workdir, "--dry-run", *targets)
-    assert proc.returncode == 0, proc.stderr
-    text = proc.stdout + proc.stderr
-    if "Nothing to be done" in text:
-        return {}
-    table = text.split("Job stats:", 1)[1]
-    counts = {}
-    for line in table.splitlines()[3:]:
-        m = re.match(r"^(\w+)\s+(\d+)$", line.strip())
-        if not m:
-            break
-        counts[m.group(1)] = int(m.group(2))
-    counts.pop("total", None)
-    return counts
-
-
-def write_params(workdir: Path, params: dict) -> None:
-    (workdir / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-
 
 @pytest.fixture(scope="module")
-def workdir(tmp_path_factory, repo_root) -> Path:
-    wd = tmp_path_factory.mktemp("wf")
-    shutil.copy(repo_root / "Snakefile", wd / "Snakefile")
-    shutil.copytree(repo_root / "workflow", wd / "workflow")
-    write_params(wd, TINY)
+def workdir(tmp_path_factory) -> Path:
+    wd = workflow_copy(tmp_path_factory.mktemp("wf"))
     proc = snakemake(wd)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return wd
@@ -107,25 +46,19 @@ def test_default_targets_are_built(workdir):
 
 
 def test_step_wise_scores_are_recorded(workdir):
-    import numpy as np
-
     data = np.load(workdir / "results/s1/scores/q1_eps2_rep0.npz")
     assert list(data["steps"]) == [20, 40]
     assert data["scores"].shape == (2, 1000)
-    assert int(data["labels"].sum()) == 500
-    import json
-
+    assert int(data["bits"].sum()) == 500 and list(data["runs"]) == list(range(1000))
     est = json.loads((workdir / "results/s1/estimates/q1_eps2_rep0.json").read_text())["estimates"]
     assert [(r["step"], r["estimator"]) for r in est] == [
         (20, "heldout"), (20, "paper"), (40, "heldout"), (40, "paper")]
-    assert all(r["epsilon"] >= 0 and r["q"] == 1.0 and r["repeat"] == 0 for r in est)
+    assert all(r["epsilon"] >= 0 and r["q"] == 1.0 and r["repeat"] == 0
+               and r["target_epsilon"] == 2.0 for r in est)
 
 
 def test_natural_audits_are_built(workdir):
-    import json
-
-    import numpy as np
-
+    params = tiny()
     fig3 = pd.read_csv(workdir / "results/figures/fig3.csv")
     audits = fig3[fig3["scenario"].notna()]
     assert set(audits["scenario"]) == {"S2", "S3", "S4", "S5"}
@@ -133,12 +66,18 @@ def test_natural_audits_are_built(workdir):
     assert set(fig3["step"]) == {2, 4}
     acc = fig3[fig3["series"] == "eps_S (accounting)"]
     assert (abs(acc[acc.step == 4]["epsilon"] - 4.0) <= 0.04).all()
-    merged = np.load(workdir / "results/natural/image/scores/S3_q1_rep0.npz")
+    merged = np.load(workdir / setting_path("scores", params, "image", "S3"))
     assert list(merged["runs"]) == list(range(32)) and int(merged["bits"].sum()) == 16
     assert merged["scores"].shape == (2, 32)
+    assert json.loads(str(merged["setting"]))["clip"] == 2.0
     for scenario in ("S3", "S4", "S5"):
-        info = json.loads((workdir / f"results/natural/image/canaries/{scenario}.json").read_text())
+        info = json.loads((workdir / setting_path("canary_info", params, "image", scenario))
+                          .read_text())
         assert {"cosine", "norm_z", "norm_z_prime"} <= set(info)
+    est = json.loads((workdir / setting_path("estimates", params, "tabular", "S4", q=0.5))
+                     .read_text())["estimates"]
+    assert {(r["experiment"], r["scenario"], r["q"], r["lr"], r["runs"]) for r in est} == {
+        ("tabular", "S4", 0.5, 0.01, 32)}
     a1 = pd.read_csv(workdir / "results/figures/figA1.csv")
     assert set(a1["scenario"]) == {"S2", "S3"} and (a1["n_runs"] == 4).all()
     feats = np.load(workdir / "data/features/text.npz")
@@ -150,17 +89,17 @@ def test_second_run_does_nothing(workdir):
 
 
 def test_param_change_reruns_only_dependent_jobs(workdir):
-    params = yaml.safe_load((workdir / "params.yaml").read_text())
+    params = tiny()
     try:
         params["s1"]["runs_per_world"] = 600
         write_params(workdir, params)
-        assert job_counts(workdir) == {"all": 1, "simulate_s1": 8, "estimate_s1": 8, "fig2": 1}
+        assert job_counts(workdir) == {"all": 1, "simulate_s1": 8, "estimate": 8, "fig2": 1}
 
         params["s1"]["runs_per_world"] = 500
         params["alpha"] = 0.1
         write_params(workdir, params)
-        assert job_counts(workdir) == {"all": 1, "estimate_s1": 8, "fig2": 1,
-                                       "estimate_natural": 12, "natural_figure": 3}
+        # 8 S1 estimates and 12 natural ones (3 experiments x 4 scenarios)
+        assert job_counts(workdir) == {"all": 1, "estimate": 20, "fig2": 1, "natural_figure": 3}
 
         params["alpha"] = 0.05
         params["ratio_grid"]["noise_multipliers"] = [3.0, 7.0]
@@ -172,26 +111,54 @@ def test_param_change_reruns_only_dependent_jobs(workdir):
         write_params(workdir, params)
         # only the new q's settings are computed; q = 1 is untouched
         assert job_counts(workdir) == {"all": 1, "calibrate_s1": 2, "simulate_s1": 4,
-                                       "estimate_s1": 4, "fig2": 1}
+                                       "estimate": 4, "fig2": 1}
 
         params["s1"]["sampling_rates"] = [1.0, 0.25]
         params["natural"]["experiments"]["image"]["sampling_rates"] = [1.0, 0.5]
         write_params(workdir, params)
-        # one new q: its calibration, S2 canary, 4 scenarios x 2 shards, merges, estimates,
-        # and the figure; features, reference model and S3-S5 canaries are untouched
-        assert job_counts(workdir) == {"all": 1, "calibrate_natural": 1, "craft_gradient": 1,
-                                       "train_shard": 8, "merge_scores": 4,
-                                       "estimate_natural": 4, "natural_figure": 1}
+        # one new q: its S2 canary, 4 scenarios x 2 shards, merges, estimates and the figure;
+        # features, reference model and S3-S5 canaries are untouched, and the calibration
+        # at (q 0.5, T 4, k 2, eps 4) is the tabular experiment's, already there
+        assert job_counts(workdir) == {"all": 1, "craft": 1, "train_shard": 8,
+                                       "merge_scores": 4, "estimate": 4, "natural_figure": 1}
 
         params["natural"]["experiments"]["image"]["sampling_rates"] = [1.0]
         params["natural"]["target_epsilon"] = 5.0
         write_params(workdir, params)
         # a new noise level retrains every shard but never recomputes features or canaries
         counts = job_counts(workdir)
-        assert "features" not in counts and "craft_input" not in counts
+        assert "features" not in counts and "craft" not in counts
         assert "reference" not in counts and counts["train_shard"] == 2 * 4 * 3
     finally:
-        write_params(workdir, TINY)
+        write_params(workdir, tiny())
+    assert job_counts(workdir) == {}
+
+
+def test_variations_reuse_what_they_do_not_change(workdir):
+    params = tiny()
+    try:
+        params["natural"]["variations"] = [
+            {"experiments": ["tabular"], "scenarios": ["S2", "S3"], "clip": [1.0]}]
+        write_params(workdir, params)
+        # another C: the S2 canary (crafted with C) and the shards; the reference model, the
+        # S3 canary and the calibration do not depend on C; no figure changes
+        assert job_counts(workdir) == {"all": 1, "craft": 1, "train_shard": 4,
+                                       "merge_scores": 2, "estimate": 2}
+
+        params["natural"]["variations"] = [
+            {"experiments": ["tabular"], "scenarios": ["S2"], "runs": [64]},
+            {"experiments": ["tabular"], "scenarios": ["S2"], "runs": [32]}]   # = base: no-op
+        write_params(workdir, params)
+        # R = 64 keeps the two shards of runs 0-31 and trains the next two
+        assert job_counts(workdir) == {"all": 1, "train_shard": 2, "merge_scores": 1,
+                                       "estimate": 1}
+        proc = snakemake(workdir)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        big = np.load(workdir / setting_path("scores", params, "tabular", "S2", runs=64))
+        small = np.load(workdir / setting_path("scores", params, "tabular", "S2"))
+        assert np.array_equal(big["scores"][:, :32], small["scores"])
+    finally:
+        write_params(workdir, tiny())
     assert job_counts(workdir) == {}
 
 
@@ -202,38 +169,57 @@ def test_param_change_reruns_only_dependent_jobs(workdir):
         ("ratio_grid", "noise_multipliers", [-2.0], "ratio_grid.noise_multipliers[0] = -2.0"),
         ("s1", "adjacency", "swap", "s1.adjacency = 'swap'"),
         (None, "scenario", "S9", "unknown key scenario"),
-        ("natural", "scenarios", ["S2", "S9"], "natural.scenarios[1] = 'S9'"),
+        (None, "estimators", ["heldout", "bogus"],
+         "estimators[1] = 'bogus' is invalid; allowed: one of heldout, paper"),
+        ("natural", "scenarios", ["S2", "S9"],
+         "natural.scenarios[1] = 'S9' is invalid; allowed: one of S2, S3, S4, S5"),
         ("natural", "runs", 31, "natural.runs = 31"),
+        ("natural", "variations", [{"experiments": ["audio"], "clip": [1.0]}],
+         "natural.variations[0].experiments[0] = 'audio' is invalid; allowed: one of image"),
+        ("natural", "variations", [{"scenarios": ["S7"]}],
+         "natural.variations[0].scenarios[0] = 'S7' is invalid"),
+        ("natural", "variations", [{"every": [8]}], "natural.variations[0].every = 8"),
+        ("natural", "variations", [{"clip": [0.0]}], "natural.variations[0].clip[0] = 0.0"),
     ],
 )
-def test_bad_params_fail_before_any_job(tmp_path, repo_root, section, key, value, expected):
-    _bad_params_fail(tmp_path, repo_root, section, key, value, expected)
+def test_bad_params_fail_before_any_job(tmp_path, section, key, value, expected):
+    _bad_params_fail(tmp_path, section, key, value, expected)
 
 
 @pytest.mark.parametrize(
     ("key", "value", "expected"),
     [
-        ("source", "letter", "natural.experiments.image.source = 'letter' is invalid; "
-                             "allowed: one of mnist-5k, cifar10"),
+        ("source", "nosuch", "natural.experiments.image.source = 'nosuch' is invalid; "
+                             "allowed: one of mnist-5k, rotten-tomatoes, letter"),
+        ("source", "letter", "natural.experiments.image.backbone = 'efficientnet-lite0' is "
+                             "invalid; allowed: one of none"),
         ("sampling_rates", [0.0], "natural.experiments.image.sampling_rates[0] = 0.0"),
         ("backbone", "resnet", "natural.experiments.image.backbone = 'resnet'"),
         ("n_train", 25, "natural.experiments.image.n_train = 25 is invalid"),
     ],
 )
-def test_bad_experiment_params_fail_before_any_job(tmp_path, repo_root, key, value, expected):
-    _bad_params_fail(tmp_path, repo_root, "image", key, value, expected)
+def test_bad_experiment_params_fail_before_any_job(tmp_path, key, value, expected):
+    _bad_params_fail(tmp_path, "image", key, value, expected)
 
 
-def _bad_params_fail(tmp_path, repo_root, section, key, value, expected):
-    shutil.copy(repo_root / "Snakefile", tmp_path / "Snakefile")
-    shutil.copytree(repo_root / "workflow", tmp_path / "workflow")
-    params = yaml.safe_load(yaml.safe_dump(TINY))
+def test_bad_experiment_name_fails_before_any_job(tmp_path):
+    params = tiny()
+    params["natural"]["experiments"]["my_data"] = params["natural"]["experiments"].pop("text")
+    _fails(tmp_path, params, "natural.experiments")
+
+
+def _bad_params_fail(tmp_path, section, key, value, expected):
+    params = tiny()
     where = params["natural"]["experiments"]["image"] if section == "image" else (
         params[section] if section else params)
     where[key] = value
-    write_params(tmp_path, params)
+    _fails(tmp_path, params, expected)
+
+
+def _fails(tmp_path, params, expected):
+    workflow_copy(tmp_path, params)
     proc = snakemake(tmp_path)
     assert proc.returncode != 0
-    assert expected in proc.stderr + proc.stdout
+    assert expected in proc.stderr + proc.stdout, (proc.stderr + proc.stdout)[-2000:]
     assert not (tmp_path / "results").exists()
     assert not (tmp_path / "logs").exists()

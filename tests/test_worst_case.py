@@ -112,7 +112,8 @@ def test_scores_are_scores_of_the_simulated_gradients():
     a = simulate_s1(1.1, 0.2, 60, 300, seed=2, checkpoints=[1, 7, 30, 60], clip=2.0, keep_gradients=True)
     assert a.gradients is not None
     for i, t in enumerate(a.steps):
-        np.testing.assert_allclose(a.scores[i], s1_score(a.gradients[i], int(t), 0.2, 1.1, clip=2.0), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(a.scores[i], s1_score(a.gradients[i], int(t), 0.2, 1.1, clip=2.0),
+                                   rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("adjacency", ["substitute", "add-remove"])

@@ -720,7 +720,7 @@ def _group_setup(
             curves = _curves(kinds, sigma, q, steps, c_err, d_err_c, steps)
             lo = 1.0001 * max(c.min_delta for c in curves)
             below = lo
-            d_est = _solve_group_delta(lambda d: _bounds(curves, d)[1], delta, lo)
+            d_est = _solve_group_delta(lambda d, c=curves: _bounds(c, d)[1], delta, lo)
             break
         except AccountingRangeError as exc:
             if d_err_c <= d_err_min:

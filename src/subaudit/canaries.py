@@ -48,7 +48,6 @@ from subaudit.engine import (
 from subaudit.validation import check_count, check_positive
 
 __all__ = [
-    "SCENARIOS",
     "Crafted",
     "craft_gradient",
     "craft_input",
@@ -59,10 +58,6 @@ __all__ = [
     "per_example_grads",
     "reference_model",
 ]
-
-#: Natural-data scenarios (paper Table 1).
-SCENARIOS: tuple[str, ...] = ("S2", "S3", "S4", "S5")
-
 
 @dataclass(frozen=True)
 class Crafted:

@@ -14,12 +14,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from subaudit.estimation import ESTIMATORS
 from subaudit.io import dumps
 from subaudit.validation import ParameterError
 
 ACCOUNT_ADJACENCIES = ("add-remove", "substitute", "group")
 S1_ADJACENCIES = ("substitute", "add-remove")
-ESTIMATORS = ("heldout", "paper")
 
 # Library parameter names that differ from their flag.
 _FLAG_OF = {"runs_per_world": "--runs", "target_epsilon": "--target-epsilon"}
@@ -94,7 +94,8 @@ def _cmd_estimate(args: argparse.Namespace) -> None:
     out = est.to_dict()
     _emit(out, args.json,
           f"epsilon >= {est.epsilon:.6g} at delta = {est.delta:g} (estimator {est.estimator}, "
-          f"mu = {est.mu:.4g}, confidence {1 - est.alpha:g})")
+          + (f"mu = {est.mu:.4g}, " if "mu" in est.details else "")
+          + f"confidence {1 - est.alpha:g})")
 
 
 def _cmd_simulate_s1(args: argparse.Namespace) -> None:
@@ -190,8 +191,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("scores", metavar="SCORES.csv", help="CSV with columns score,label (1 = D, 0 = D')")
     sp.add_argument("--delta", type=float, required=True, help="delta in (0, 1)")
     sp.add_argument("--alpha", type=float, default=0.05, help="significance level in (0, 1)")
-    sp.add_argument("--estimator", choices=ESTIMATORS, default="heldout",
-                    help="heldout (valid, default) or paper (the paper's max over thresholds)")
+    sp.add_argument("--estimator", choices=list(ESTIMATORS), default="heldout",
+                    help="; ".join(f"{e.name}: {e.description}" for e in ESTIMATORS.values())
+                    + " (default heldout)")
     sp.add_argument("--seed", type=_int, default=0, help="seed of the heldout split")
     sp.add_argument("--json", action="store_true")
     sp.set_defaults(func=_cmd_estimate)

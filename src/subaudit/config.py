@@ -58,6 +58,7 @@ def validate_params(params: Mapping[str, Any], source: str = "params.yaml") -> N
     validator = jsonschema.Draft202012Validator(schema())
     errors = sorted(validator.iter_errors(dict(params)), key=lambda e: list(e.absolute_path))
     if not errors:
+        _check_registered(params, source)
         _check_natural(params, source)
         return
     err = jsonschema.exceptions.best_match(errors)
@@ -74,28 +75,62 @@ def validate_params(params: Mapping[str, Any], source: str = "params.yaml") -> N
     raise ConfigError(f"{source}: {key} = {value!r} is invalid; allowed: {_allowed(err)}")
 
 
+def _invalid(source: str, key: str, value: Any, allowed: str) -> ConfigError:
+    return ConfigError(f"{source}: {key} = {value!r} is invalid; allowed: {allowed}")
+
+
+def _check_registered(params: Mapping[str, Any], source: str) -> None:
+    """Names that must be in a registry: estimators, scenarios."""
+    from subaudit.estimation import ESTIMATORS
+    from subaudit.scenarios import SCENARIOS
+
+    for key, names, registry in (("estimators", params["estimators"], ESTIMATORS),
+                                 ("natural.scenarios", params["natural"]["scenarios"], SCENARIOS)):
+        for i, name in enumerate(names):
+            if name not in registry:
+                raise _invalid(source, f"{key}[{i}]", name, "one of " + ", ".join(registry))
+
+
 def _check_natural(params: Mapping[str, Any], source: str) -> None:
-    """Cross-field checks of the natural-data experiments (sources, backbones, sizes)."""
+    """Cross-field checks of the natural-data experiments (sources, backbones, sizes) and
+    of the declared variations."""
     from subaudit.data import SOURCES
     from subaudit.features import BACKBONES
+    from subaudit.scenarios import SCENARIOS
 
-    for family, exp in params["natural"]["experiments"].items():
-        key = f"natural.experiments.{family}"
-        names = [n for n, s in SOURCES.items() if s.family == family]
-        if exp["source"] not in names:
-            raise ConfigError(f"{source}: {key}.source = {exp['source']!r} is invalid; "
-                              f"allowed: one of {', '.join(names)}")
+    natural = params["natural"]
+    experiments = natural["experiments"]
+    for name, exp in experiments.items():
+        key = f"natural.experiments.{name}"
+        if exp["source"] not in SOURCES:
+            raise _invalid(source, f"{key}.source", exp["source"], "one of " + ", ".join(SOURCES))
+        family = SOURCES[exp["source"]].family
         backbones = [n for n, b in BACKBONES.items() if b.family == family] or ["none"]
         if exp["backbone"] not in backbones:
-            raise ConfigError(f"{source}: {key}.backbone = {exp['backbone']!r} is invalid; "
-                              f"allowed: one of {', '.join(backbones)}")
+            raise _invalid(source, f"{key}.backbone", exp["backbone"],
+                           f"one of {', '.join(backbones)} (backbones of {family} sources)")
         if exp["every"] > exp["steps"]:
-            raise ConfigError(f"{source}: {key}.every = {exp['every']} is invalid; "
-                              f"allowed: at most steps = {exp['steps']}")
+            raise _invalid(source, f"{key}.every", exp["every"], f"at most steps = {exp['steps']}")
         classes = SOURCES[exp["source"]].classes
         if exp["per_class"] and exp["n_train"] % classes:
-            raise ConfigError(f"{source}: {key}.n_train = {exp['n_train']} is invalid; "
-                              f"allowed: a multiple of the {classes} classes (per_class: true)")
+            raise _invalid(source, f"{key}.n_train", exp["n_train"],
+                           f"a multiple of the {classes} classes (per_class: true)")
+    for i, var in enumerate(natural.get("variations", [])):
+        key = f"natural.variations[{i}]"
+        for j, name in enumerate(var.get("experiments", [])):
+            if name not in experiments:
+                raise _invalid(source, f"{key}.experiments[{j}]", name,
+                               "one of " + ", ".join(experiments))
+        for j, name in enumerate(var.get("scenarios", [])):
+            if name not in SCENARIOS:
+                raise _invalid(source, f"{key}.scenarios[{j}]", name,
+                               "one of " + ", ".join(SCENARIOS))
+        for name in var.get("experiments", list(experiments)):
+            steps = min(var.get("steps", [experiments[name]["steps"]]))
+            every = max(var.get("every", [experiments[name]["every"]]))
+            if every > steps:
+                raise _invalid(source, f"{key}.every", every,
+                               f"at most steps = {steps} (experiment {name})")
 
 
 def load_params(path: str | Path) -> dict[str, Any]:

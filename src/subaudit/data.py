@@ -31,8 +31,6 @@ import tarfile
 import tempfile
 import urllib.request
 import zipfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from subaudit.io import read_npz, write_npz
 from subaudit.seeding import derive_seed
 from subaudit.validation import ParameterError, check_choice, check_count
 
@@ -261,20 +260,6 @@ def file_digest(path: str | Path, algorithm: str = "sha256") -> str:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
-
-
-@contextmanager
-def _atomic(dest: Path) -> Iterator[Path]:
-    """Yield a temporary path next to ``dest``; move it onto ``dest`` on success."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
-    os.close(fd)
-    try:
-        yield Path(tmp)
-        os.replace(tmp, dest)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 # --------------------------------------------------------------------------------------
@@ -669,7 +654,7 @@ def _storable(x: np.ndarray) -> np.ndarray:
 
 
 def save_split(path: str | Path, ds: Dataset, sp: Split) -> None:
-    """Write the rows of one split to a compressed .npz, atomically.
+    """Write the rows of one split with the artifact writer (:func:`subaudit.io.write_npz`).
 
     Keys: ``{part}_x``, ``{part}_y``, ``{part}_idx`` for part in train/aux/test, plus
     ``source``, ``family`` and ``classes``.
@@ -684,20 +669,17 @@ def save_split(path: str | Path, ds: Dataset, sp: Split) -> None:
         arrays[f"{part}_x"] = _storable(ds.x[idx])
         arrays[f"{part}_y"] = ds.y[idx].astype(np.int64)
         arrays[f"{part}_idx"] = idx
-    with _atomic(Path(path)) as tmp, open(tmp, "wb") as fh:
-        np.savez_compressed(fh, **arrays)
-        fh.flush()
-        os.fsync(fh.fileno())
+    write_npz(path, **arrays)
 
 
 def load_split(path: str | Path) -> tuple[Dataset, Dataset, Dataset]:
     """The (train, aux, test) Datasets written by :func:`save_split` (text as str objects)."""
+    data = read_npz(path)
     try:
-        with np.load(path, allow_pickle=False) as data:
-            meta = {k: data[k] for k in ("source", "family", "classes")}
-            parts = {k: data[k] for k in data.files if k.split("_")[0] in _PARTS}
-    except (OSError, KeyError, ValueError) as err:
-        raise DataError(f"{path} is not a split written by save_split: {err}") from err
+        meta = {k: data[k] for k in ("source", "family", "classes")}
+    except KeyError as err:
+        raise DataError(f"{path} is not a split written by save_split: no {err}") from None
+    parts = {k: v for k, v in data.items() if k.split("_")[0] in _PARTS}
     family = str(meta["family"])
     out = []
     for part in _PARTS:

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +53,7 @@ from subaudit.validation import (
 __all__ = [
     "ESTIMATORS",
     "AuditEstimate",
+    "Estimator",
     "clopper_pearson_upper",
     "gdp_delta",
     "gdp_epsilon",
@@ -59,9 +61,6 @@ __all__ = [
     "estimate_epsilon",
     "estimate_over_steps",
 ]
-
-ESTIMATORS: tuple[str, ...] = ("heldout", "paper")
-
 
 # ---------------------------------------------------------------------------
 # Clopper-Pearson
@@ -224,51 +223,66 @@ def mu_lower(fpr_ub: Any, fnr_ub: Any) -> np.ndarray | float:
 
 @dataclass(frozen=True)
 class AuditEstimate:
-    """One empirical lower bound on epsilon.
+    """One empirical lower bound on epsilon: common fields and the estimator's details.
 
     Attributes
     ----------
     epsilon:
         Reported lower bound on epsilon at ``delta`` (>= 0).
-    mu:
-        GDP lower bound behind it (may be <= 0 or ``-inf``; epsilon is then 0).
     estimator, alpha, delta:
-        How it was computed.
-    threshold:
-        The decision threshold used (predict ``D`` when ``score >= threshold``).
-    fpr_ub, fnr_ub:
-        Clopper-Pearson upper bounds on FPR and FNR at that threshold (on the
-        evaluation runs for ``"heldout"``, on all runs for ``"paper"``).
+        How it was computed (registry name, significance, target delta).
     n_positive, n_negative:
         Number of ``D`` (label 1) and ``D'`` (label 0) runs supplied in total.
-    false_positives, false_negatives:
-        Counts at ``threshold`` on the runs the bounds were computed from.
-    eval_positive, eval_negative:
-        Number of positive / negative runs the bounds were computed from
-        (all runs for ``"paper"``, the evaluation half for ``"heldout"``).
-    seed:
-        Seed of the selection/evaluation split (``None`` for ``"paper"``).
+    details:
+        What the estimator adds, readable as attributes too (``est.mu``).  The
+        GDP threshold estimators (:data:`ESTIMATORS` ``heldout`` and ``paper``) give
+        ``mu`` (the GDP lower bound behind epsilon; may be <= 0 or ``-inf``, epsilon is
+        then 0), ``threshold`` (predict ``D`` when ``score >= threshold``), ``fpr_ub``
+        and ``fnr_ub`` (Clopper-Pearson upper bounds at that threshold),
+        ``false_positives`` and ``false_negatives`` (counts there), ``eval_positive``
+        and ``eval_negative`` (the runs the bounds were computed from: all runs for
+        ``paper``, the evaluation half for ``heldout``) and ``seed`` (of the
+        selection/evaluation split; ``None`` for ``paper``).  An estimator without a
+        single threshold (a one-run audit) gives its own.
     """
 
     epsilon: float
-    mu: float
     estimator: str
     alpha: float
     delta: float
-    threshold: float
-    fpr_ub: float
-    fnr_ub: float
     n_positive: int
     n_negative: int
-    false_positives: int
-    false_negatives: int
-    eval_positive: int
-    eval_negative: int
-    seed: int | None = None
+    details: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        clash = set(self.details) & {f.name for f in dataclasses.fields(self)}
+        if clash:
+            raise ValueError(f"details may not repeat the common fields: {sorted(clash)}")
+
+    def __getattr__(self, name: str) -> Any:
+        details = self.__dict__.get("details", {})
+        if name in details:
+            return details[name]
+        raise AttributeError(f"{type(self).__name__} of estimator "
+                             f"{self.__dict__.get('estimator')!r} has no {name!r}")
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain-Python dict of all fields (floats may be ``-inf`` for mu)."""
-        return dataclasses.asdict(self)
+        """Plain-Python dict: the common fields, then the details (floats may be ``-inf``)."""
+        common = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                  if f.name != "details"}
+        return {**common, **self.details}
+
+
+def _gdp_estimate(estimator: str, alpha: float, delta: float, mu: float, threshold: float,
+                  fpr_ub: float, fnr_ub: float, n_pos: int, n_neg: int, fp: int, fn: int,
+                  eval_pos: int, eval_neg: int, seed: int | None) -> AuditEstimate:
+    """An estimate from a GDP lower bound ``mu`` at one threshold (heldout, paper)."""
+    return AuditEstimate(
+        epsilon=_epsilon_from_mu(mu, delta), estimator=estimator, alpha=alpha, delta=delta,
+        n_positive=n_pos, n_negative=n_neg,
+        details={"mu": mu, "threshold": threshold, "fpr_ub": fpr_ub, "fnr_ub": fnr_ub,
+                 "false_positives": fp, "false_negatives": fn, "eval_positive": eval_pos,
+                 "eval_negative": eval_neg, "seed": seed})
 
 
 # ---------------------------------------------------------------------------
@@ -341,28 +355,13 @@ def _mu_curve(fp: np.ndarray, fn: np.ndarray, n_pos: int, n_neg: int, alpha: flo
     return mu_lower(fpr_ub, fnr_ub), np.asarray(fpr_ub), np.asarray(fnr_ub)
 
 
-def _estimate_paper(s, y, delta, alpha) -> AuditEstimate:
+def _estimate_paper(s, y, delta, alpha, seed=None) -> AuditEstimate:
     thresholds, fp, fn, n_pos, n_neg = _roc_counts(s, y)
     mu, fpr_ub, fnr_ub = _mu_curve(fp, fn, n_pos, n_neg, alpha)
     i = int(np.argmax(mu))  # first maximum (highest threshold) on ties
-    m = float(mu[i])
-    return AuditEstimate(
-        epsilon=_epsilon_from_mu(m, delta),
-        mu=m,
-        estimator="paper",
-        alpha=alpha,
-        delta=delta,
-        threshold=float(thresholds[i]),
-        fpr_ub=float(fpr_ub[i]),
-        fnr_ub=float(fnr_ub[i]),
-        n_positive=n_pos,
-        n_negative=n_neg,
-        false_positives=int(fp[i]),
-        false_negatives=int(fn[i]),
-        eval_positive=n_pos,
-        eval_negative=n_neg,
-        seed=None,
-    )
+    return _gdp_estimate("paper", alpha, delta, float(mu[i]), float(thresholds[i]),
+                         float(fpr_ub[i]), float(fnr_ub[i]), n_pos, n_neg, int(fp[i]),
+                         int(fn[i]), n_pos, n_neg, None)
 
 
 def _split(y: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -409,25 +408,44 @@ def _estimate_heldout(s, y, delta, alpha, seed) -> AuditEstimate:
     fn = int(np.count_nonzero(pos < tau))
     fpr_ub = float(clopper_pearson_upper(fp, neg.shape[0], alpha))
     fnr_ub = float(clopper_pearson_upper(fn, pos.shape[0], alpha))
-    m = float(mu_lower(fpr_ub, fnr_ub))
     n_pos = int(y.sum())
-    return AuditEstimate(
-        epsilon=_epsilon_from_mu(m, delta),
-        mu=m,
-        estimator="heldout",
-        alpha=alpha,
-        delta=delta,
-        threshold=tau,
-        fpr_ub=fpr_ub,
-        fnr_ub=fnr_ub,
-        n_positive=n_pos,
-        n_negative=int(y.shape[0] - n_pos),
-        false_positives=fp,
-        false_negatives=fn,
-        eval_positive=int(pos.shape[0]),
-        eval_negative=int(neg.shape[0]),
-        seed=seed,
+    return _gdp_estimate("heldout", alpha, delta, float(mu_lower(fpr_ub, fnr_ub)), tau, fpr_ub,
+                         fnr_ub, n_pos, int(y.shape[0] - n_pos), fp, fn, int(pos.shape[0]),
+                         int(neg.shape[0]), seed)
+
+
+# ---------------------------------------------------------------------------
+# Registry
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Estimator:
+    """A registered estimator: ``estimate(scores, labels, delta, alpha, seed)``.
+
+    ``valid``: its bound is shown valid by simulation (a figure may present it as a
+    lower bound); ``seeded``: it uses ``seed``; ``linestyle``: its lines in figures.
+    """
+
+    name: str
+    estimate: Callable[[np.ndarray, np.ndarray, float, float, int | None], AuditEstimate]
+    valid: bool
+    seeded: bool
+    linestyle: str
+    description: str
+
+
+#: Registered estimators by name (the CLI, params.yaml and the figures take names from here).
+ESTIMATORS: dict[str, Estimator] = {
+    e.name: e for e in (
+        Estimator("heldout", _estimate_heldout, valid=True, seeded=True, linestyle="-",
+                  description="valid: threshold chosen on half of the runs, "
+                              "Clopper-Pearson bounds on the other half"),
+        Estimator("paper", _estimate_paper, valid=False, seeded=False, linestyle="--",
+                  description="the paper's maximum over all thresholds, uncorrected; "
+                              "can overstate epsilon (reproduction only)"),
     )
+}
 
 
 def estimate_epsilon(
@@ -502,13 +520,13 @@ def estimate_epsilon(
     """
     delta = check_probability(delta, "delta")
     alpha = check_probability(alpha, "alpha")
-    estimator = check_choice(estimator, "estimator", ESTIMATORS)
+    entry = ESTIMATORS[check_choice(estimator, "estimator", ESTIMATORS)]
     s, y = _validate_scores_labels(scores, labels)
-    if estimator == "paper":
-        return _estimate_paper(s, y, delta, alpha)
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise ParameterError("seed", seed, "an integer")
-    return _estimate_heldout(s, y, delta, alpha, int(seed))
+    if entry.seeded:
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+            raise ParameterError("seed", seed, "an integer")
+        seed = int(seed)
+    return entry.estimate(s, y, delta, alpha, seed)
 
 
 def estimate_over_steps(

@@ -18,7 +18,9 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from subaudit.io import atomic_path  # noqa: E402
-from subaudit.tables import EPS_AR, EPS_GROUP, EPS_S, SCENARIO_NAMES  # noqa: E402
+from subaudit.estimation import ESTIMATORS  # noqa: E402
+from subaudit.scenarios import SCENARIOS  # noqa: E402
+from subaudit.tables import EPS_AR, EPS_GROUP, EPS_S  # noqa: E402
 
 _ACCOUNTING_STYLE = {
     EPS_S: dict(color="#1f77b4", linestyle="-", marker="o"),
@@ -112,10 +114,6 @@ def save(fig: plt.Figure, png: str | Path, pdf: str | Path) -> None:
 
 
 
-_SCENARIO_COLORS = {"S2": "#d62728", "S3": "#ff7f0e", "S4": "#8c564b", "S5": "#e377c2"}
-_ESTIMATOR_STYLE = {"heldout": "-", "paper": "--"}
-
-
 def natural(table: pd.DataFrame, title: str) -> plt.Figure:
     """Natural-data audit figure (Figs 3, A6, 4): epsilon against step, one panel per q.
 
@@ -137,9 +135,9 @@ def natural(table: pd.DataFrame, title: str) -> plt.Figure:
         audits = sub[sub["scenario"] != ""]
         for (scenario, series, estimator), d in audits.groupby(["scenario", "series", "estimator"]):
             d = d.sort_values("step")
-            color = _SCENARIO_COLORS.get(scenario, "grey")
+            color = SCENARIOS[scenario].color if scenario in SCENARIOS else "grey"
             ax.plot(d["step"], d["epsilon"], color=color, marker="o", markersize=3,
-                    linestyle=_ESTIMATOR_STYLE.get(estimator, "-."),
+                    linestyle=ESTIMATORS[estimator].linestyle if estimator in ESTIMATORS else "-.",
                     label=f"{series} ({estimator} estimator)")
             band = 2 * d["se"].fillna(0.0)
             ax.fill_between(d["step"], d["epsilon"] - band, d["epsilon"] + band, color=color,
@@ -169,7 +167,8 @@ def figA1(table: pd.DataFrame, title: str) -> plt.Figure:
             ax.errorbar(d["step"], 100 * d["accuracy"], yerr=200 * d["se"].fillna(0.0),
                         label=world, color=color, marker="o", markersize=3, capsize=3)
         runs = int(sub["n_runs"].max())
-        ax.set_title(f"{scenario} {SCENARIO_NAMES.get(scenario, '')} ({runs} runs per world)")
+        title = SCENARIOS[scenario].title if scenario in SCENARIOS else scenario
+        ax.set_title(f"{title} ({runs} runs per world)")
         ax.set_xlabel("training step t")
         ax.set_ylabel("test accuracy (%)")
         ax.legend(fontsize="small")

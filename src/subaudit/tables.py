@@ -14,6 +14,7 @@ import pandas as pd
 
 from subaudit import accounting
 from subaudit.estimation import estimate_over_steps
+from subaudit.scenarios import SCENARIOS
 
 # Series names used in tables and legends.
 EPS_S = "eps_S (accounting)"
@@ -115,11 +116,6 @@ def figA5_table(rows: Iterable[pd.DataFrame]) -> pd.DataFrame:
 
 # --------------------------------------------------------------------------- natural-data audits
 
-#: Scenario labels of the natural-data figures (paper Table 1).
-SCENARIO_NAMES = {"S2": "crafted gradient", "S3": "crafted input", "S4": "crafted mislabeled",
-                  "S5": "adversarial natural"}
-
-
 def step_accounting(sigma: float, q: float, steps: Sequence[int], delta: float) -> pd.DataFrame:
     """eps_AR and eps_S (accountants) after each checkpoint step, at ``sigma``."""
     sub = accounting.epsilon_over_steps(sigma, q, list(steps), delta, "substitute")
@@ -150,7 +146,7 @@ def natural_table(step_acc: pd.DataFrame, estimates: Iterable[Mapping[str, Any]]
             acc = step_acc[(step_acc.q == rec.q) & (step_acc.step == rec.step)].iloc[0]
             rows.append({
                 "q": rec.q, "step": rec.step, "scenario": rec.scenario,
-                "series": f"{rec.scenario} {SCENARIO_NAMES[rec.scenario]}",
+                "series": SCENARIOS[rec.scenario].title,
                 "estimator": rec.estimator, "epsilon": rec.mean,
                 "se": rec.se,
                 "n_repeats": int(rec.count), "sigma": acc.sigma, "delta": acc.delta})

@@ -1,4 +1,5 @@
-# Phase: privacy accounting (calibrated noise for the S1 grid; the Fig A5 ratio grid).
+# Phase: privacy accounting: calibrated noise for the S1 grid and for the natural-data audits
+# (eps_S and eps_AR at every checkpoint); the Fig A5 ratio grid.
 
 
 rule calibrate_s1:
@@ -15,8 +16,32 @@ rule calibrate_s1:
     resources:
         mem_mb=2000,
         runtime=30,
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/calibrate.py"
+
+
+rule calibrate_natural:
+    """Sigma reaching the target eps_S at (q, T); eps_S and eps_AR at every checkpoint."""
+    output:
+        PATHS["calibration"],
+    params:
+        target_epsilon=knob("target_epsilon"),
+        steps=knob("steps"),
+        checkpoints=lambda wc: [int(t) for t in checkpoints(values(wc)["steps"],
+                                                            values(wc)["every"])],
+        q=knob("q"),
+        delta=config["delta"],
+    log:
+        "logs/accounting/natural/{key}.log",
+    resources:
+        mem_mb=2000,
+        runtime=30,
+    conda:
+        "../../environment.yml"
+    script:
+        "../scripts/calibrate_natural.py"
 
 
 rule ratio_grid_row:
@@ -33,5 +58,7 @@ rule ratio_grid_row:
     resources:
         mem_mb=2000,
         runtime=30,
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/ratio_grid_row.py"

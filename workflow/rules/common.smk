@@ -1,45 +1,82 @@
-# Shared helpers: wildcard formatting and the lists of targets derived from config.
+# Shared helpers: the audit settings derived from config, the one accessor through which rules
+# get knob values and seeds, and the lists of targets.
+#
+# Paths and seeds come from subaudit.settings (written once there); a rule's params: entry is
+# knob("name") or seed("purpose"): one value each, so rerun detection stays exact.
 
-from subaudit.seeding import derive_seed
+from subaudit import settings as S
+from subaudit.data import SOURCES
+from subaudit.scenarios import SCENARIOS
+from subaudit.schedule import checkpoints
 
-
-def fmt(x):
-    """Canonical wildcard text of a number (1.0 -> '1', 0.0625 -> '0.0625')."""
-    return f"{float(x):g}"
+fmt = S.fmt
+PATHS = S.PATHS
 
 
 wildcard_constraints:
+    exp=r"[A-Za-z][A-Za-z0-9-]*",
+    scenario="|".join(SCENARIOS),
+    key=r"[A-Za-z0-9.+-]+(_[A-Za-z0-9.+-]+)*",
+    audit=r"s1|natural/[A-Za-z][A-Za-z0-9-]*",
     q=r"[0-9.e+-]+",
-    eps=r"[0-9.e+-]+",
-    rep=r"\d+",
-    exp=r"image|text|tabular",
-    scenario=r"S[2-5]",
+    name=r"[^/]+",
     lo=r"\d+",
     hi=r"\d+",
 
+
 S1 = config["s1"]
 GRID = config["ratio_grid"]
-
-S1_SETTINGS = [(fmt(q), fmt(e)) for q in S1["sampling_rates"] for e in S1["target_epsilons"]]
-S1_REPEATS = list(range(S1["repeats"]))
-S1_CHECKPOINTS = sorted({*range(S1["every"], S1["steps"] + 1, S1["every"]), S1["steps"]})
-
-FIGURES = expand("results/figures/{name}.{ext}", name=["fig2", "figA5"], ext=["png", "pdf", "csv"])
-
-# Natural-data audits (S2-S5).
-from argparse import Namespace
-
-from subaudit.data import SOURCES
-from subaudit.schedule import checkpoints
-
 NAT = config["natural"]
 EXPERIMENTS = NAT["experiments"]
-NAT_FIGURE = {"image": "fig3", "text": "figA6", "tabular": "fig4"}
-FIG_EXPERIMENT = {v: k for k, v in NAT_FIGURE.items()}
-NAT_REPEATS = list(range(NAT["repeats"]))
-UTILITY_SCENARIOS = [s for s in ("S2", "S3") if s in NAT["scenarios"]]
+
+S1_KEYS = [S.key(("q", "target_epsilon", "repeat"), {"q": q, "target_epsilon": e, "repeat": r})
+           for q in S1["sampling_rates"] for e in S1["target_epsilons"]
+           for r in range(S1["repeats"])]
+S1_CHECKPOINTS = sorted({*range(S1["every"], S1["steps"] + 1, S1["every"]), S1["steps"]})
+
+# Natural-data audits: the base grid of every experiment, then the declared variations.
+BASE = S.settings_from_config({**NAT, "variations": []})
+SETTINGS = S.settings_from_config(NAT)
 # GPUs a features / training / utility job asks a cluster for (natural.device).
 GPUS = 0 if NAT["device"] == "cpu" else 1
+
+
+def values(wc):
+    """Knob values of the artifact a job makes: its experiment's fixed settings (model,
+    optimiser, data), its scenario, and exactly the knobs its key carries."""
+    out = {}
+    if "exp" in wc.keys():
+        fixed = {k: v for k, v in EXPERIMENTS[wc.exp].items() if k not in S.VARIABLE.values()}
+        out.update(fixed, experiment=wc.exp)
+    if "scenario" in wc.keys():
+        out["scenario"] = wc.scenario
+    if "key" in wc.keys():
+        out.update(S.parse_key(wc.key))
+    return out
+
+
+def knob(name):
+    """A params: entry: the value of one knob (or fixed experiment setting) of the job."""
+    return lambda wc: values(wc)[name]
+
+
+def seed(purpose):
+    """A params: entry: the job's seed (subaudit.settings.seed)."""
+    return lambda wc: S.seed(config["seed"], purpose, values(wc))
+
+
+def artifact(name, wc, knobs=None, **extra):
+    """Path of an upstream artifact of the same setting as the job's wildcards."""
+    v = values(wc)
+    knobs = S.DEPENDS[name] if knobs is None else knobs
+    fields = {"exp": v.get("experiment"), "scenario": v.get("scenario"), **extra}
+    return S.path(name, key=S.key(knobs, v), **fields)
+
+
+def setting_path(name, setting, **extra):
+    """Path of one artifact of a Setting."""
+    return S.path(name, exp=setting.experiment, scenario=setting.scenario,
+                  key=setting.key(name), **extra)
 
 
 def raw_archive(exp):
@@ -54,31 +91,69 @@ def source_checksum(source):
     return given.pop() if given else None
 
 
-def nat_qs(exp):
-    return [fmt(q) for q in EXPERIMENTS[exp]["sampling_rates"]]
+def nat_shards(runs):
+    """(lo, hi) run ranges of one audit setting of R = runs."""
+    from subaudit.scores import shard_bounds
+
+    return shard_bounds(runs, NAT["shard_size"])
 
 
-def nat_checkpoints(exp):
-    e = EXPERIMENTS[exp]
-    return [int(t) for t in checkpoints(e["steps"], e["every"])]
+# --------------------------------------------------------------------------- input functions
 
 
-def nat_shards():
-    """(lo, hi) run ranges of one audit setting."""
-    from subaudit.audit import shard_bounds
-
-    return shard_bounds(NAT["runs"], NAT["shard_size"])
-
-
-def canary_file(wc):
-    base = f"results/natural/{wc.exp}/canaries"
-    return f"{base}/S2_q{wc.q}.npz" if wc.scenario == "S2" else f"{base}/{wc.scenario}.npz"
+def craft_inputs(wc):
+    """Features, and the reference model and target for scenarios that need them."""
+    out = {"features": S.path("features", exp=wc.exp)}
+    if SCENARIOS[wc.scenario].needs_reference:
+        out["reference"] = artifact("reference", wc)
+        out["target"] = artifact("target", wc)
+    return out
 
 
-def nat_seed(*keys):
-    return derive_seed(config["seed"], "natural", *keys)
+def training_inputs(wc):
+    """What training a setting needs: features, canary, calibrated sigma, and the target
+    when the scenario's canary replaces it in D."""
+    out = {
+        "features": S.path("features", exp=wc.exp),
+        "canary": artifact("canary", wc, SCENARIOS[wc.scenario].canary_knobs),
+        "calibration": artifact("calibration", wc),
+    }
+    if SCENARIOS[wc.scenario].removes_target:
+        out["target"] = artifact("target", wc)
+    return out
 
 
-FIGURES += expand("results/figures/{name}.{ext}",
-                  name=[NAT_FIGURE[e] for e in EXPERIMENTS] + ["figA1"],
-                  ext=["png", "pdf", "csv"])
+def estimate_seed(wc):
+    """Seed of the estimators' selection/evaluation split of one score file."""
+    if wc.audit == "s1":
+        return S.seed(config["seed"], "s1-estimate", S.parse_key(wc.name))
+    scenario, key = wc.name.split("_", 1)
+    v = {"experiment": wc.audit.removeprefix("natural/"), "scenario": scenario,
+         **S.parse_key(key)}
+    return S.seed(config["seed"], "estimate", v)
+
+
+def experiment_settings(name):
+    """The base-grid settings of the experiment a step-wise figure shows."""
+    return [s for s in BASE if s.experiment == FIG_EXPERIMENT[name]]
+
+
+def utility_settings():
+    """Fig A1's settings: the utility experiment's first q, scenarios shown in Fig A1."""
+    first = [s for s in BASE if s.experiment == UTILITY_EXPERIMENT and s.repeat == 0]
+    q = first[0].q if first else None
+    return [s for s in first if s.q == q and SCENARIOS[s.scenario].in_utility]
+
+
+# --------------------------------------------------------------------------- targets
+
+# Figures: S1 (Fig 2) and Fig A5; one step-wise figure per experiment; Fig A1 (utility).
+NAT_FIGURE = {"image": "fig3", "text": "figA6", "tabular": "fig4"}
+FIG_EXPERIMENT = {NAT_FIGURE.get(e, f"audit-{e}"): e for e in EXPERIMENTS}
+UTILITY_EXPERIMENT = "image"
+FIGURES = expand("results/figures/{name}.{ext}",
+                 name=["fig2", "figA5", *FIG_EXPERIMENT,
+                       *(["figA1"] if UTILITY_EXPERIMENT in EXPERIMENTS else [])],
+                 ext=["png", "pdf", "csv"])
+# Audits of the declared variations (not in a paper figure): their estimates.
+VARIATION_ESTIMATES = [setting_path("estimates", s) for s in SETTINGS if s not in set(BASE)]

@@ -17,6 +17,8 @@ rule acquire:
     resources:
         mem_mb=1000,
         runtime=30,
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/acquire.py"
 
@@ -26,19 +28,21 @@ rule split:
     input:
         lambda wc: raw_archive(wc.exp),
     output:
-        "data/splits/{exp}.npz",
+        PATHS["split"],
     params:
-        source=lambda wc: EXPERIMENTS[wc.exp]["source"],
-        n_train=lambda wc: EXPERIMENTS[wc.exp]["n_train"],
-        n_aux=lambda wc: EXPERIMENTS[wc.exp]["n_aux"],
-        n_test=lambda wc: EXPERIMENTS[wc.exp]["n_test"],
-        per_class=lambda wc: EXPERIMENTS[wc.exp]["per_class"],
-        seed=lambda wc: derive_seed(config["seed"], "split", wc.exp),
+        source=knob("source"),
+        n_train=knob("n_train"),
+        n_aux=knob("n_aux"),
+        n_test=knob("n_test"),
+        per_class=knob("per_class"),
+        seed=seed("split"),
     log:
         "logs/data/split_{exp}.log",
     resources:
         mem_mb=4000,
         runtime=10,
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/split.py"
 
@@ -46,18 +50,22 @@ rule split:
 rule features:
     """Backbone features of every split record, computed once per (data, backbone)."""
     input:
-        "data/splits/{exp}.npz",
+        PATHS["split"],
     output:
-        "data/features/{exp}.npz",
+        PATHS["features"],
     params:
-        backbone=lambda wc: EXPERIMENTS[wc.exp]["backbone"],
+        backbone=knob("backbone"),
         resolution=lambda wc: EXPERIMENTS[wc.exp].get("resolution", 224),
         device=NAT["device"],
     log:
         "logs/data/features_{exp}.log",
+    benchmark:
+        "logs/benchmarks/data/features_{exp}.tsv"
     resources:
         mem_mb=6000,
         runtime=120,
         gpu=GPUS,
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/features.py"

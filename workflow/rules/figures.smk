@@ -11,12 +11,9 @@ localrules:
 rule fig2:
     """Fig 2: eps_S / group / eps_AR accounting and audited epsilon against the target."""
     input:
-        calibrations=[f"results/accounting/s1/q{q}_eps{e}.json" for q, e in S1_SETTINGS],
-        estimates=[
-            f"results/s1/estimates/q{q}_eps{e}_rep{r}.json"
-            for q, e in S1_SETTINGS
-            for r in S1_REPEATS
-        ],
+        calibrations=[f"results/accounting/s1/q{fmt(q)}_eps{fmt(e)}.json"
+                      for q in S1["sampling_rates"] for e in S1["target_epsilons"]],
+        estimates=[f"results/s1/estimates/{k}.json" for k in S1_KEYS],
     output:
         png="results/figures/fig2.png",
         pdf="results/figures/fig2.pdf",
@@ -28,6 +25,8 @@ rule fig2:
     resources:
         mem_mb=2000,
         runtime=10,
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/fig2.py"
 
@@ -45,58 +44,58 @@ rule figA5:
     resources:
         mem_mb=2000,
         runtime=10,
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/figA5.py"
 
 
 rule natural_figure:
-    """Figs 3 (image), A6 (text), 4 (tabular): epsilon against step for S2-S5, per q."""
+    """Epsilon against step for every scenario, per q, of one experiment (Figs 3, A6, 4)."""
     input:
-        accounting=lambda wc: [
-            f"results/natural/{FIG_EXPERIMENT[wc.name]}/accounting/q{q}.csv"
-            for q in nat_qs(FIG_EXPERIMENT[wc.name])
-        ],
-        estimates=lambda wc: [
-            f"results/natural/{FIG_EXPERIMENT[wc.name]}/estimates/{s}_q{q}_rep{r}.json"
-            for s in NAT["scenarios"]
-            for q in nat_qs(FIG_EXPERIMENT[wc.name])
-            for r in NAT_REPEATS
-        ],
+        calibrations=lambda wc: list(dict.fromkeys(
+            setting_path("calibration", s) for s in experiment_settings(wc.name))),
+        estimates=lambda wc: [setting_path("estimates", s) for s in experiment_settings(wc.name)],
     output:
         png="results/figures/{name}.png",
         pdf="results/figures/{name}.pdf",
         csv="results/figures/{name}.csv",
     wildcard_constraints:
-        name="fig3|figA6|fig4",
+        name="|".join(FIG_EXPERIMENT),
     params:
         experiment=lambda wc: FIG_EXPERIMENT[wc.name],
         source=lambda wc: EXPERIMENTS[FIG_EXPERIMENT[wc.name]]["source"],
         backbone=lambda wc: EXPERIMENTS[FIG_EXPERIMENT[wc.name]]["backbone"],
+        family=lambda wc: SOURCES[EXPERIMENTS[FIG_EXPERIMENT[wc.name]]["source"]].family,
     log:
         "logs/figures/{name}.log",
     resources:
         mem_mb=2000,
         runtime=10,
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/natural_figure.py"
 
 
 rule figA1:
-    """Fig A1: test accuracy over training, with the target vs with the canary (image)."""
+    """Fig A1: test accuracy over training, with the target vs with the canary."""
     input:
-        [f"results/natural/image/utility/{s}.csv" for s in UTILITY_SCENARIOS],
+        [setting_path("utility", s) for s in utility_settings()],
     output:
         png="results/figures/figA1.png",
         pdf="results/figures/figA1.pdf",
         csv="results/figures/figA1.csv",
     params:
-        source=EXPERIMENTS["image"]["source"],
-        backbone=EXPERIMENTS["image"]["backbone"],
-        q=nat_qs("image")[0],
+        source=EXPERIMENTS.get(UTILITY_EXPERIMENT, {}).get("source"),
+        backbone=EXPERIMENTS.get(UTILITY_EXPERIMENT, {}).get("backbone"),
+        q=fmt(utility_settings()[0].q) if utility_settings() else None,
     log:
         "logs/figures/figA1.log",
     resources:
         mem_mb=2000,
         runtime=10,
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/figA1.py"

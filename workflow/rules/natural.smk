@@ -1,134 +1,96 @@
-# Phase: natural-data audits S2-S5: reference model and target, canaries, calibration,
-# sharded DP training, merging and step-wise estimation; utility runs for Fig A1.
+# Phase: natural-data audits: reference model and target, canaries (one rule, dispatched through
+# the scenario registry), sharded DP training, merging; utility runs for Fig A1.
+# Every path carries exactly the knobs its artifact depends on (subaudit.settings).
 
 
-# Joining shards and estimating epsilon take seconds: run where the workflow was started.
+# Joining shards takes seconds: run where the workflow was started.
 localrules:
     merge_scores,
-    estimate_natural,
 
 
 rule reference:
     """Non-DP full-batch training on D; the target z is its least confident record."""
     input:
-        "data/features/{exp}.npz",
+        PATHS["features"],
     output:
-        params="results/natural/{exp}/reference.npz",
-        info="results/natural/{exp}/reference.json",
+        params=PATHS["reference"],
+        info=PATHS["target"],
     params:
-        hidden=lambda wc: EXPERIMENTS[wc.exp]["hidden"],
-        optimizer=lambda wc: EXPERIMENTS[wc.exp]["optimizer"],
-        init=lambda wc: EXPERIMENTS[wc.exp]["init"],
-        lr=lambda wc: EXPERIMENTS[wc.exp]["lr"],
-        steps=lambda wc: EXPERIMENTS[wc.exp]["steps"],
-        every=lambda wc: EXPERIMENTS[wc.exp]["every"],
-        seed=lambda wc: nat_seed(wc.exp, "reference"),
+        hidden=knob("hidden"),
+        optimizer=knob("optimizer"),
+        init=knob("init"),
+        lr=knob("lr"),
+        steps=knob("steps"),
+        every=knob("every"),
+        seed=seed("reference"),
     log:
-        "logs/natural/{exp}/reference.log",
+        "logs/natural/{exp}/reference_{key}.log",
+    benchmark:
+        "logs/benchmarks/natural/{exp}/reference_{key}.tsv"
     resources:
         mem_mb=4000,
         runtime=30,
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/reference.py"
 
 
-rule craft_gradient:
-    """S2 (Algorithm 2): least-updated coordinate in noiseless training at this q."""
+rule craft:
+    """A scenario's canary pair (Algorithms 2-5 for S2-S5), through the scenario registry."""
     input:
-        "data/features/{exp}.npz",
+        unpack(craft_inputs),
     output:
-        canary="results/natural/{exp}/canaries/S2_q{q}.npz",
-        info="results/natural/{exp}/canaries/S2_q{q}.json",
+        canary=PATHS["canary"],
+        info=PATHS["canary_info"],
     params:
-        hidden=lambda wc: EXPERIMENTS[wc.exp]["hidden"],
-        optimizer=lambda wc: EXPERIMENTS[wc.exp]["optimizer"],
-        init=lambda wc: EXPERIMENTS[wc.exp]["init"],
-        lr=lambda wc: EXPERIMENTS[wc.exp]["lr"],
-        steps=lambda wc: EXPERIMENTS[wc.exp]["steps"],
-        clip=lambda wc: EXPERIMENTS[wc.exp]["clip"],
-        q=lambda wc: float(wc.q),
-        seed=lambda wc: nat_seed(wc.exp, "S2", wc.q),
+        hidden=knob("hidden"),
+        optimizer=knob("optimizer"),
+        init=knob("init"),
+        knobs=lambda wc: S.parse_key(wc.key, SCENARIOS[wc.scenario].canary_knobs),
+        options=lambda wc: {k: NAT[k] for k in SCENARIOS[wc.scenario].options},
+        seed=seed("canary"),
     log:
-        "logs/natural/{exp}/craft_S2_q{q}.log",
+        "logs/natural/{exp}/craft_{scenario}_{key}.log",
     resources:
         mem_mb=4000,
         runtime=30,
+    conda:
+        "../../environment.yml"
     script:
-        "../scripts/craft_gradient.py"
-
-
-rule craft_input:
-    """S3 / S4 / S5 (Algorithms 3-5) from the reference model's final parameters."""
-    input:
-        features="data/features/{exp}.npz",
-        reference="results/natural/{exp}/reference.npz",
-        info="results/natural/{exp}/reference.json",
-    output:
-        canary="results/natural/{exp}/canaries/{scenario}.npz",
-        info="results/natural/{exp}/canaries/{scenario}.json",
-    wildcard_constraints:
-        scenario="S3|S4|S5",
-    params:
-        hidden=lambda wc: EXPERIMENTS[wc.exp]["hidden"],
-        craft_steps=NAT["craft_steps"],
-        craft_lr=NAT["craft_lr"],
-    log:
-        "logs/natural/{exp}/craft_{scenario}.log",
-    resources:
-        mem_mb=4000,
-        runtime=30,
-    script:
-        "../scripts/craft_input.py"
-
-
-rule calibrate_natural:
-    """Sigma reaching the target eps_S at (q, T), and eps_S, eps_AR at every checkpoint."""
-    output:
-        "results/natural/{exp}/accounting/q{q}.csv",
-    params:
-        target_epsilon=NAT["target_epsilon"],
-        steps=lambda wc: EXPERIMENTS[wc.exp]["steps"],
-        checkpoints=lambda wc: nat_checkpoints(wc.exp),
-        q=lambda wc: float(wc.q),
-        delta=config["delta"],
-    log:
-        "logs/natural/{exp}/calibrate_q{q}.log",
-    resources:
-        mem_mb=2000,
-        runtime=30,
-    script:
-        "../scripts/calibrate_natural.py"
+        "../scripts/craft.py"
 
 
 rule train_shard:
     """DP training of runs [lo, hi) of one audit setting; scores at every checkpoint."""
     input:
-        features="data/features/{exp}.npz",
-        target="results/natural/{exp}/reference.json",
-        canary=canary_file,
-        accounting="results/natural/{exp}/accounting/q{q}.csv",
+        unpack(training_inputs),
     output:
-        "results/natural/{exp}/shards/{scenario}_q{q}_rep{rep}/runs{lo}-{hi}.npz",
+        PATHS["shard"],
     params:
-        hidden=lambda wc: EXPERIMENTS[wc.exp]["hidden"],
-        optimizer=lambda wc: EXPERIMENTS[wc.exp]["optimizer"],
-        init=lambda wc: EXPERIMENTS[wc.exp]["init"],
-        clip=lambda wc: EXPERIMENTS[wc.exp]["clip"],
-        lr=lambda wc: EXPERIMENTS[wc.exp]["lr"],
-        steps=lambda wc: EXPERIMENTS[wc.exp]["steps"],
-        every=lambda wc: EXPERIMENTS[wc.exp]["every"],
-        q=lambda wc: float(wc.q),
+        hidden=knob("hidden"),
+        optimizer=knob("optimizer"),
+        init=knob("init"),
+        clip=knob("clip"),
+        lr=knob("lr"),
+        steps=knob("steps"),
+        every=knob("every"),
+        q=knob("q"),
         memory_mb=NAT["memory_mb"],
         device=NAT["device"],
-        seed=lambda wc: nat_seed(wc.exp, wc.scenario, wc.q, int(wc.rep)),
+        seed=seed("train"),
         lo=lambda wc: int(wc.lo),
         hi=lambda wc: int(wc.hi),
     log:
-        "logs/natural/{exp}/train_{scenario}_q{q}_rep{rep}_runs{lo}-{hi}.log",
+        "logs/natural/{exp}/train_{scenario}_{key}_runs{lo}-{hi}.log",
+    benchmark:
+        "logs/benchmarks/natural/{exp}/train_{scenario}_{key}_runs{lo}-{hi}.tsv"
     resources:
         mem_mb=lambda wc: int(NAT["memory_mb"]) + 2000,
         runtime=240,
         gpu=GPUS,
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/train_shard.py"
 
@@ -136,71 +98,48 @@ rule train_shard:
 rule merge_scores:
     """All shards of one audit setting, sorted by run (checked complete)."""
     input:
-        lambda wc: [
-            f"results/natural/{wc.exp}/shards/{wc.scenario}_q{wc.q}_rep{wc.rep}/runs{lo}-{hi}.npz"
-            for lo, hi in nat_shards()
-        ],
+        lambda wc: [artifact("shard", wc, lo=lo, hi=hi) for lo, hi in nat_shards(values(wc)["runs"])],
     output:
-        "results/natural/{exp}/scores/{scenario}_q{q}_rep{rep}.npz",
+        PATHS["scores"],
     params:
-        runs=NAT["runs"],
+        runs=knob("runs"),
     log:
-        "logs/natural/{exp}/merge_{scenario}_q{q}_rep{rep}.log",
+        "logs/natural/{exp}/merge_{scenario}_{key}.log",
     resources:
         mem_mb=2000,
         runtime=10,
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/merge_scores.py"
-
-
-rule estimate_natural:
-    """Empirical epsilon at every checkpoint, per estimator."""
-    input:
-        "results/natural/{exp}/scores/{scenario}_q{q}_rep{rep}.npz",
-    output:
-        "results/natural/{exp}/estimates/{scenario}_q{q}_rep{rep}.json",
-    params:
-        delta=config["delta"],
-        alpha=config["alpha"],
-        estimators=config["estimators"],
-        seed=lambda wc: nat_seed(wc.exp, wc.scenario, wc.q, int(wc.rep), "split"),
-    log:
-        "logs/natural/{exp}/estimate_{scenario}_q{q}_rep{rep}.log",
-    resources:
-        mem_mb=2000,
-        runtime=10,
-    script:
-        "../scripts/estimate_natural.py"
 
 
 rule utility:
     """Fig A1 runs: test accuracy over training with the target z vs with the canary z'."""
     input:
-        features="data/features/{exp}.npz",
-        target="results/natural/{exp}/reference.json",
-        canary=lambda wc: canary_file(
-            Namespace(exp=wc.exp, scenario=wc.scenario, q=nat_qs(wc.exp)[0])),
-        accounting=lambda wc: f"results/natural/{wc.exp}/accounting/q{nat_qs(wc.exp)[0]}.csv",
+        unpack(training_inputs),
     output:
-        "results/natural/{exp}/utility/{scenario}.csv",
+        PATHS["utility"],
     params:
-        hidden=lambda wc: EXPERIMENTS[wc.exp]["hidden"],
-        optimizer=lambda wc: EXPERIMENTS[wc.exp]["optimizer"],
-        init=lambda wc: EXPERIMENTS[wc.exp]["init"],
-        clip=lambda wc: EXPERIMENTS[wc.exp]["clip"],
-        lr=lambda wc: EXPERIMENTS[wc.exp]["lr"],
-        steps=lambda wc: EXPERIMENTS[wc.exp]["steps"],
-        every=lambda wc: EXPERIMENTS[wc.exp]["every"],
-        q=lambda wc: float(nat_qs(wc.exp)[0]),
+        hidden=knob("hidden"),
+        optimizer=knob("optimizer"),
+        init=knob("init"),
+        clip=knob("clip"),
+        lr=knob("lr"),
+        steps=knob("steps"),
+        every=knob("every"),
+        q=knob("q"),
         runs=2 * NAT["utility_runs"],
         memory_mb=NAT["memory_mb"],
         device=NAT["device"],
-        seed=lambda wc: nat_seed(wc.exp, wc.scenario, "utility"),
+        seed=seed("utility"),
     log:
-        "logs/natural/{exp}/utility_{scenario}.log",
+        "logs/natural/{exp}/utility_{scenario}_{key}.log",
     resources:
         mem_mb=lambda wc: int(NAT["memory_mb"]) + 2000,
         runtime=60,
         gpu=GPUS,
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/utility.py"

@@ -1,42 +1,55 @@
-# Phase: S1 worst-case dataset canary audit (simulated DP-SGD gradient sums) and estimation.
+# Phase: S1 worst-case dataset canary audit (simulated DP-SGD gradient sums); the one estimate
+# rule, for S1 and natural-data audits alike.
+
+
+# Estimating epsilon from a score file takes seconds: run where the workflow was started.
+localrules:
+    estimate,
 
 
 rule simulate_s1:
     """Scores of runs_per_world runs with D and as many with D' at the calibrated sigma."""
     input:
-        calibration="results/accounting/s1/q{q}_eps{eps}.json",
+        calibration=lambda wc: "results/accounting/s1/q{q}_eps{eps}.json".format(
+            q=fmt(values(wc)["q"]), eps=fmt(values(wc)["target_epsilon"])),
     output:
-        "results/s1/scores/q{q}_eps{eps}_rep{rep}.npz",
+        "results/s1/scores/{key}.npz",
     params:
         steps=S1["steps"],
         runs_per_world=S1["runs_per_world"],
         adjacency=S1["adjacency"],
         checkpoints=S1_CHECKPOINTS,
-        seed=lambda wc: derive_seed(config["seed"], "s1", wc.q, wc.eps, int(wc.rep)),
+        seed=seed("s1"),
     log:
-        "logs/s1/simulate/q{q}_eps{eps}_rep{rep}.log",
+        "logs/s1/simulate/{key}.log",
+    benchmark:
+        "logs/benchmarks/s1/simulate_{key}.tsv"
     resources:
         mem_mb=4000,
         runtime=30,
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/simulate_s1.py"
 
 
-rule estimate_s1:
-    """Empirical lower bounds on epsilon from one repeat's scores, per estimator."""
+rule estimate:
+    """Empirical lower bounds on epsilon at every recorded step, per estimator."""
     input:
-        "results/s1/scores/q{q}_eps{eps}_rep{rep}.npz",
+        "results/{audit}/scores/{name}.npz",
     output:
-        "results/s1/estimates/q{q}_eps{eps}_rep{rep}.json",
+        "results/{audit}/estimates/{name}.json",
     params:
         delta=config["delta"],
         alpha=config["alpha"],
         estimators=config["estimators"],
-        seed=lambda wc: derive_seed(config["seed"], "s1-split", wc.q, wc.eps, int(wc.rep)),
+        seed=estimate_seed,
     log:
-        "logs/s1/estimate/q{q}_eps{eps}_rep{rep}.log",
+        "logs/{audit}/estimate_{name}.log",
     resources:
         mem_mb=2000,
         runtime=10,
+    conda:
+        "../../environment.yml"
     script:
-        "../scripts/estimate_s1.py"
+        "../scripts/estimate.py"

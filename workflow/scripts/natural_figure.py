@@ -8,13 +8,15 @@ from subaudit.tables import natural_table
 
 log = logs.to_file(snakemake.log[0])
 p = snakemake.params
-acc = pd.concat([read_csv(f) for f in snakemake.input.accounting], ignore_index=True)
+acc = pd.concat([read_csv(f) for f in snakemake.input.calibrations], ignore_index=True)
 estimates = [rec for f in snakemake.input.estimates for rec in read_json(f)["estimates"]]
 table = natural_table(acc, estimates)
 table.insert(0, "experiment", p.experiment)
 log.info("table:\n%s", table.to_string())
 write_csv(snakemake.output.csv, table)
-title = {"image": "Image", "text": "Text", "tabular": "Tabular (from scratch)"}[p.experiment]
+title = p.family.capitalize() + (" (from scratch)" if p.backbone == "none" else "")
+if p.experiment != p.family:
+    title = f"{p.experiment}, {title.lower()}"
 fig = figures.natural(table, f"{title}: {p.source} with {p.backbone} features"
                       if p.backbone != "none" else f"{title}: {p.source}")
 figures.save(fig, snakemake.output.png, snakemake.output.pdf)

@@ -3,24 +3,26 @@
 import numpy as np
 
 from subaudit import logs
-from subaudit.audit import audit_data, load_canary, load_setting, run_bits
+from subaudit.audit import audit_data, load_canary, load_setting
 from subaudit.devices import resolve_device
 from subaudit.engine import train
-from subaudit.io import write_npz
+from subaudit.scores import Scores, run_bits, write_scores
+from subaudit.settings import parse_key
 
 log = logs.to_file(snakemake.log[0])
-p, wc = snakemake.params, snakemake.wildcards
+p, wc, inp = snakemake.params, snakemake.wildcards, snakemake.input
 feats, model, target, dp = load_setting(
-    snakemake.input.features, snakemake.input.target, snakemake.input.accounting,
+    inp.features, inp.calibration, inp.get("target"),
     hidden=p.hidden, steps=p.steps, q=p.q, clip=p.clip, lr=p.lr, optimizer=p.optimizer)
 runs = np.arange(p.lo, p.hi)
 device = resolve_device(p.device)
-res = train(model, audit_data(feats["train"], target, wc.scenario),
-            load_canary(snakemake.input.canary), dp, seed=p.seed, runs=runs,
-            bits=run_bits(runs), score_every=p.every, init=p.init, memory_mb=p.memory_mb,
-            device=device)
-log.info("%s q=%s rep=%s runs %d-%d on %s: sigma %.4g, final mean score D %.4g, D' %.4g",
-         wc.scenario, wc.q, wc.rep, p.lo, p.hi, device, dp.noise_multiplier,
+res = train(model, audit_data(feats["train"], target, wc.scenario), load_canary(inp.canary),
+            dp, seed=p.seed, runs=runs, bits=run_bits(runs), score_every=p.every, init=p.init,
+            memory_mb=p.memory_mb, device=device)
+log.info("%s %s runs %d-%d on %s: sigma %.4g, final mean score D %.4g, D' %.4g",
+         wc.scenario, wc.key, p.lo, p.hi, device, dp.noise_multiplier,
          res.scores[-1][res.bits == 1].mean(), res.scores[-1][res.bits == 0].mean())
-write_npz(snakemake.output[0], runs=res.runs, bits=res.bits, steps=res.steps, scores=res.scores,
-          sigma=np.array(dp.noise_multiplier), device=np.array(device))
+setting = {"experiment": wc.exp, "scenario": wc.scenario, **parse_key(wc.key), "device": device}
+write_scores(snakemake.output[0], Scores(runs=res.runs, bits=res.bits, steps=res.steps,
+                                         scores=res.scores, sigma=dp.noise_multiplier,
+                                         setting=setting))

@@ -7,14 +7,15 @@ from subaudit import logs
 from subaudit.audit import audit_data, load_canary, load_setting
 from subaudit.devices import resolve_device
 from subaudit.engine import train
-from subaudit.schedule import checkpoints
 from subaudit.io import write_csv
-from subaudit.tables import SCENARIO_NAMES
+from subaudit.scenarios import get
+from subaudit.schedule import checkpoints
 
 log = logs.to_file(snakemake.log[0])
-p, scenario = snakemake.params, snakemake.wildcards.scenario
+p, inp = snakemake.params, snakemake.input
+scenario = get(snakemake.wildcards.scenario)
 feats, model, target, dp = load_setting(
-    snakemake.input.features, snakemake.input.target, snakemake.input.accounting,
+    inp.features, inp.calibration, inp.get("target"),
     hidden=p.hidden, steps=p.steps, q=p.q, clip=p.clip, lr=p.lr, optimizer=p.optimizer)
 steps = [0, *checkpoints(p.steps, p.every)]
 half = p.runs // 2
@@ -24,15 +25,15 @@ common = dict(seed=p.seed, score_every=p.every, init=p.init, test=feats["test"],
 # Without a canary: D as it is, target record included.
 plain = train(model, feats["train"], None, dp, runs=np.arange(half), bits=np.ones(half), **common)
 # With the canary z' in place of z (world D'), runs disjoint from the plain ones.
-poisoned = train(model, audit_data(feats["train"], target, scenario),
-                 load_canary(snakemake.input.canary), dp, runs=np.arange(half, 2 * half),
+poisoned = train(model, audit_data(feats["train"], target, scenario.name),
+                 load_canary(inp.canary), dp, runs=np.arange(half, 2 * half),
                  bits=np.zeros(half), **common)
 rows = []
 for world, res in (("trained on D (target z, no canary)", plain),
-                   (f"with canary z' ({scenario} {SCENARIO_NAMES[scenario]})", poisoned)):
+                   (f"with canary z' ({scenario.title})", poisoned)):
     for i, step in enumerate(res.accuracy_steps):
         for r, acc in zip(res.runs, res.accuracy[i]):
-            rows.append({"scenario": scenario, "world": world, "step": int(step),
+            rows.append({"scenario": scenario.name, "world": world, "step": int(step),
                          "run": int(r), "accuracy": float(acc), "q": p.q,
                          "sigma": dp.noise_multiplier})
 frame = pd.DataFrame(rows)

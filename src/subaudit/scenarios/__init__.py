@@ -1,0 +1,96 @@
+"""Canary scenarios of natural-data audits: a registry, one module per scenario.
+
+A :class:`Scenario` says how its canary pair is crafted and what the workflow must know
+about it: its label and colour in figures, whether it needs the reference model (and so
+the target record), whether it is crafted per q (S2 replays the audit's own sampling),
+whether the target z is removed from the shared records D (an input canary stands in for
+it), whether Fig A1's utility runs include it, and which crafting options of
+params.yaml it reads.  Adding a scenario is a module here with a ``SCENARIO`` entry, its
+line in :data:`SCENARIOS` and its tests.
+
+Nothing here imports torch: the workflow checks names against the registry while it
+parses, and crafting imports what it needs when it runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from subaudit.settings import canary_knobs
+from subaudit.validation import check_choice
+
+if TYPE_CHECKING:
+    import torch
+
+    from subaudit.canaries import Crafted
+    from subaudit.engine import MLP, DPConfig
+
+__all__ = ["SCENARIOS", "CraftInputs", "Scenario", "get"]
+
+
+@dataclass(frozen=True)
+class CraftInputs:
+    """What a scenario's crafting may use.
+
+    ``dp`` carries the audit's q, C, lr, T and optimiser (noise 0) for scenarios crafted
+    per q; ``reference`` and ``target`` are the reference model's final parameters and
+    the target record's index for scenarios that need them; ``options`` are the
+    scenario's crafting options from params.yaml.
+    """
+
+    model: MLP
+    features: Mapping[str, Any]
+    init: str
+    seed: int
+    dp: DPConfig | None = None
+    reference: Sequence[torch.Tensor] | None = None
+    target: int | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def target_record(self) -> tuple[torch.Tensor, int]:
+        """The target z = (x, y) from the training records."""
+        assert self.target is not None, "this scenario needs the reference model"
+        train = self.features["train"]
+        return train.x[self.target], int(train.y[self.target])
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One canary scenario (paper Table 1 and beyond)."""
+
+    name: str
+    label: str
+    color: str
+    craft: Callable[[CraftInputs], Crafted]
+    needs_reference: bool
+    per_q: bool
+    removes_target: bool
+    in_utility: bool = False
+    options: tuple[str, ...] = ()
+
+    @property
+    def canary_knobs(self) -> tuple[str, ...]:
+        """Knobs the canary depends on (its path key; :mod:`subaudit.settings`)."""
+        return canary_knobs(self.per_q, self.needs_reference)
+
+    @property
+    def title(self) -> str:
+        """Name and label, as figures and tables show it ('S2 crafted gradient')."""
+        return f"{self.name} {self.label}"
+
+
+def _registry() -> dict[str, Scenario]:
+    from subaudit.scenarios import s2, s3, s4, s5
+
+    return {m.SCENARIO.name: m.SCENARIO for m in (s2, s3, s4, s5)}
+
+
+#: Registered scenarios by name.
+SCENARIOS: dict[str, Scenario] = _registry()
+
+
+def get(name: str) -> Scenario:
+    """The registered scenario ``name`` (ParameterError naming the allowed ones)."""
+    return SCENARIOS[check_choice(name, "scenario", SCENARIOS)]

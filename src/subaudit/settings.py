@@ -1,0 +1,242 @@
+"""The audit setting: every knob of one audit, and which artifact depends on which knobs.
+
+An *experiment* (a free-form name in params.yaml) fixes the data and the model: source,
+backbone, split sizes, hidden layers, optimiser and initialisation.  An audit *setting*
+adds the knobs an audit varies (:data:`KNOBS`): the scenario, the sampling rate q, the
+clip norm C, the learning rate, the steps T, the scoring interval k, the target eps_S,
+the runs R and the repeat.
+
+Each artifact depends on a subset of the knobs (:data:`DEPENDS`), and its path carries
+exactly that subset as a *key* such as ``q1_C2_T100_k10_lr0.001_eps4_rep0``, so an audit
+that varies one knob reuses every artifact that does not depend on it: another C retrains
+the shards but keeps the reference model and the S3-S5 canaries, another R keeps every
+shard already trained (a run's numbers depend on its index, not on R).  Paths are written
+once, in :data:`PATHS`; :func:`key` and :func:`parse_key` are inverse.
+
+Seeds are derived in one function, :func:`seed`, from the root seed and the keys of
+:data:`SEED_KEYS`.  A run's randomness depends on (experiment, scenario, q, repeat, run)
+only, so settings that differ in C, lr, T or the target share their random streams
+(common random numbers: a curve over one knob is not blurred by fresh noise per point).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from subaudit.seeding import derive_seed
+from subaudit.validation import ParameterError
+
+__all__ = ["DEPENDS", "KNOBS", "PATHS", "SEED_KEYS", "Setting", "canary_knobs", "fmt", "grid",
+           "key", "parse_key", "path", "seed", "settings_from_config"]
+
+
+def fmt(x: float | int) -> str:
+    """Shortest text that reads back as the same float (1.0 -> '1', 0.0625 -> '0.0625')."""
+    text = repr(float(x))
+    return text[:-2] if text.endswith(".0") else text
+
+
+#: Knobs that appear in artifact keys, in key order: name -> (prefix, type).
+KNOBS: dict[str, tuple[str, type]] = {
+    "q": ("q", float),
+    "clip": ("C", float),
+    "steps": ("T", int),
+    "every": ("k", int),
+    "lr": ("lr", float),
+    "target_epsilon": ("eps", float),
+    "runs": ("R", int),
+    "repeat": ("rep", int),
+}
+
+#: Knobs each artifact depends on (besides its experiment and scenario).  A canary's are
+#: its scenario's (:func:`canary_knobs`).
+DEPENDS: dict[str, tuple[str, ...]] = {
+    "reference": ("steps", "every", "lr"),
+    "target": ("steps", "every", "lr"),
+    "calibration": ("q", "steps", "every", "target_epsilon"),
+    "shard": ("q", "clip", "steps", "every", "lr", "target_epsilon", "repeat"),
+    "scores": ("q", "clip", "steps", "every", "lr", "target_epsilon", "runs", "repeat"),
+    "estimates": ("q", "clip", "steps", "every", "lr", "target_epsilon", "runs", "repeat"),
+    "utility": ("q", "clip", "steps", "every", "lr", "target_epsilon"),
+}
+
+#: Path templates of the natural-data artifacts (Snakemake wildcards: exp, scenario, key).
+PATHS: dict[str, str] = {
+    "split": "data/splits/{exp}.npz",
+    "features": "data/features/{exp}.npz",
+    "reference": "results/natural/{exp}/reference/{key}.npz",
+    "target": "results/natural/{exp}/reference/{key}.json",
+    "canary": "results/natural/{exp}/canaries/{scenario}_{key}.npz",
+    "canary_info": "results/natural/{exp}/canaries/{scenario}_{key}.json",
+    "calibration": "results/accounting/natural/{key}.csv",
+    "shard": "results/natural/{exp}/shards/{scenario}_{key}/runs{lo}-{hi}.npz",
+    "scores": "results/natural/{exp}/scores/{scenario}_{key}.npz",
+    "estimates": "results/natural/{exp}/estimates/{scenario}_{key}.json",
+    "utility": "results/natural/{exp}/utility/{scenario}_{key}.csv",
+}
+
+#: What a key looks like where an artifact depends on none of the knobs.
+_EMPTY_KEY = "any"
+
+
+def canary_knobs(per_q: bool, needs_reference: bool) -> tuple[str, ...]:
+    """Knobs a scenario's canary depends on: its own crafting run (per q) and the reference."""
+    own = ("q", "clip", "steps", "lr") if per_q else ()
+    ref = DEPENDS["reference"] if needs_reference else ()
+    return tuple(k for k in KNOBS if k in own or k in ref)
+
+
+def key(knobs: Sequence[str], values: Mapping[str, Any]) -> str:
+    """The key of an artifact that depends on ``knobs``, from the setting's ``values``."""
+    unknown = [k for k in knobs if k not in KNOBS]
+    if unknown:
+        raise ParameterError("knob", unknown[0], "one of " + ", ".join(KNOBS))
+    parts = [KNOBS[k][0] + (str(int(values[k])) if KNOBS[k][1] is int else fmt(values[k]))
+             for k in KNOBS if k in knobs]
+    return "_".join(parts) or _EMPTY_KEY
+
+
+_PREFIX = {prefix: name for name, (prefix, _) in KNOBS.items()}
+_TOKEN = re.compile(r"^(" + "|".join(sorted(_PREFIX, key=len, reverse=True)) + r")(.+)$")
+
+
+def parse_key(text: str, knobs: Sequence[str] | None = None) -> dict[str, Any]:
+    """Knob values of a key (inverse of :func:`key`); ``knobs``: the ones it must hold.
+
+    A key that is not canonical (knobs out of order, a number written another way,
+    other knobs than ``knobs``) is refused, so one artifact has one path.
+    """
+    values: dict[str, Any] = {}
+    if text != _EMPTY_KEY:
+        for token in text.split("_"):
+            m = _TOKEN.match(token)
+            if not m:
+                raise ParameterError("key", text, "knobs written as " + ", ".join(
+                    f"{p}<{n}>" for n, (p, _) in KNOBS.items()) + " joined by '_'")
+            name = _PREFIX[m.group(1)]
+            try:
+                values[name] = KNOBS[name][1](m.group(2))
+            except ValueError:
+                raise ParameterError(f"key {text}: {name}", m.group(2),
+                                     f"a {KNOBS[name][1].__name__}") from None
+    if knobs is not None and set(values) != set(knobs):
+        raise ParameterError("key", text, "exactly the knobs " + ", ".join(knobs))
+    if key(list(values), values) != text:
+        raise ParameterError("key", text, f"the canonical form {key(list(values), values)!r}")
+    return values
+
+
+def path(artifact: str, **values: Any) -> str:
+    """Path of an artifact (:data:`PATHS`) with its wildcards filled from ``values``."""
+    return PATHS[artifact].format(**values)
+
+
+# --------------------------------------------------------------------------- settings
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One natural-data audit: an experiment, a scenario and every knob's value."""
+
+    experiment: str
+    scenario: str
+    q: float
+    clip: float
+    steps: int
+    every: int
+    lr: float
+    target_epsilon: float
+    runs: int
+    repeat: int
+
+    def key(self, artifact: str, knobs: Sequence[str] | None = None) -> str:
+        """Key of one of this setting's artifacts (``knobs`` for a canary)."""
+        return key(DEPENDS[artifact] if knobs is None else knobs, asdict(self))
+
+    def values(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+#: Knobs of a setting that a variation may override, with the experiment key they replace.
+VARIABLE = {"q": "sampling_rates", "clip": "clip", "steps": "steps", "every": "every",
+            "lr": "lr", "target_epsilon": "target_epsilon", "runs": "runs"}
+
+
+def grid(experiments: Mapping[str, Mapping[str, Any]], scenarios: Sequence[str], *,
+         target_epsilon: float, runs: int, repeats: int,
+         variations: Iterable[Mapping[str, Any]] = ()) -> list[Setting]:
+    """The audit settings: the base grid, then each declared variation, de-duplicated.
+
+    The base grid is every experiment x scenario x its sampling rates x repeat.  A
+    variation overrides knobs with lists of values (``sampling_rates``, ``clip``,
+    ``steps``, ``every``, ``lr``, ``target_epsilon``, ``runs``) for some
+    ``experiments`` and ``scenarios`` (default: all) and adds the product.
+    """
+    out: dict[Setting, None] = {}
+    for var in [{}, *variations]:
+        for exp in var.get("experiments", list(experiments)):
+            if exp not in experiments:
+                raise ParameterError("variations.experiments", exp,
+                                     "one of " + ", ".join(experiments))
+            base = {**experiments[exp], "target_epsilon": target_epsilon, "runs": runs}
+            lists = {name: list(var.get(src, base[src] if name == "q" else [base[src]]))
+                     for name, src in VARIABLE.items()}
+            for scenario in var.get("scenarios", scenarios):
+                for combo in itertools.product(*lists.values(), range(repeats)):
+                    knobs = dict(zip([*lists, "repeat"], combo))
+                    out[Setting(experiment=exp, scenario=scenario, **_typed(knobs))] = None
+    return list(out)
+
+
+def _typed(knobs: Mapping[str, Any]) -> dict[str, Any]:
+    return {f.name: (int(knobs[f.name]) if f.type in ("int", int) else float(knobs[f.name]))
+            for f in fields(Setting) if f.name in knobs}
+
+
+def settings_from_config(natural: Mapping[str, Any]) -> list[Setting]:
+    """:func:`grid` of params.yaml's ``natural`` section."""
+    return grid(natural["experiments"], natural["scenarios"],
+                target_epsilon=natural["target_epsilon"], runs=natural["runs"],
+                repeats=natural["repeats"], variations=natural.get("variations", ()))
+
+
+# --------------------------------------------------------------------------- seeds
+
+#: Keys of each derived seed, after the root seed: (literal or knob name) in order.
+#: Knob values enter as their key text (q '1', eps '4') or as int (repeat); these are
+#: the derivations the published results were made with.
+SEED_KEYS: dict[str, tuple[str, ...]] = {
+    "split": ("'split", "experiment"),
+    "reference": ("'natural", "experiment", "'reference"),
+    "canary": ("'natural", "experiment", "scenario", "q?"),
+    "train": ("'natural", "experiment", "scenario", "q", "repeat"),
+    "estimate": ("'natural", "experiment", "scenario", "q", "repeat", "'split"),
+    "utility": ("'natural", "experiment", "scenario", "'utility"),
+    "s1": ("'s1", "q", "target_epsilon", "repeat"),
+    "s1-estimate": ("'s1-split", "q", "target_epsilon", "repeat"),
+}
+
+
+def seed(root: int, purpose: str, values: Mapping[str, Any]) -> int:
+    """The seed of one job's randomness (:data:`SEED_KEYS`); ``'x`` is a literal, ``q?``
+    a knob used only when ``values`` has it (S2 is crafted per q, S3-S5 are not)."""
+    if purpose not in SEED_KEYS:
+        raise ParameterError("seed purpose", purpose, "one of " + ", ".join(SEED_KEYS))
+    keys: list[object] = []
+    for item in SEED_KEYS[purpose]:
+        if item.startswith("'"):
+            keys.append(item[1:])
+            continue
+        name = item.rstrip("?")
+        if name not in values:
+            if item.endswith("?"):
+                continue
+            raise ParameterError(f"seed {purpose}", name, "a value for every key of "
+                                 + ", ".join(SEED_KEYS[purpose]))
+        v = values[name]
+        keys.append(int(v) if name == "repeat" else fmt(v) if name in KNOBS else str(v))
+    return derive_seed(root, *keys)

@@ -1,0 +1,94 @@
+"""Audit settings: keys, paths, the settings grid with variations, and the derived seeds."""
+
+from __future__ import annotations
+
+import pytest
+
+from subaudit import settings as S
+from subaudit.scenarios import SCENARIOS
+from subaudit.validation import ParameterError
+
+EXPERIMENTS = {
+    "image": {"clip": 2.0, "lr": 0.001, "steps": 100, "every": 10,
+              "sampling_rates": [1.0, 0.25], "hidden": [], "optimizer": "sgd", "init": "zero"},
+    "tab": {"clip": 5.0, "lr": 0.0018, "steps": 100, "every": 10, "sampling_rates": [0.25],
+            "hidden": [128], "optimizer": "adam", "init": "random"},
+}
+
+
+def test_fmt_is_short_and_lossless():
+    for x in (1.0, 0.25, 0.0625, 4, 0.0018, 1e-05, 0.1 + 0.2, 1234567.0, 2.5e-12):
+        assert float(S.fmt(x)) == float(x)
+    assert [S.fmt(x) for x in (1.0, 0.0625, 4, 1e-05)] == ["1", "0.0625", "4", "1e-05"]
+
+
+def test_key_round_trips_and_is_canonical():
+    values = {"q": 0.25, "clip": 2.0, "steps": 100, "every": 10, "lr": 0.001,
+              "target_epsilon": 4.0, "runs": 256, "repeat": 1}
+    key = S.key(S.DEPENDS["scores"], values)
+    assert key == "q0.25_C2_T100_k10_lr0.001_eps4_R256_rep1"
+    assert S.parse_key(key) == values
+    assert S.parse_key(key, S.DEPENDS["scores"]) == values
+    assert S.key((), values) == "any" and S.parse_key("any") == {}
+    for bad in ("C2_q0.25", "q0.250", "q1_x3", "T1.5", "q1_q2"):
+        with pytest.raises(ParameterError):
+            S.parse_key(bad)
+    with pytest.raises(ParameterError, match="exactly the knobs"):
+        S.parse_key("q1_T100", S.DEPENDS["calibration"])
+
+
+def test_each_artifact_key_holds_exactly_its_knobs():
+    s = S.Setting("image", "S2", 1.0, 2.0, 100, 10, 0.001, 4.0, 256, 0)
+    assert s.key("reference") == "T100_k10_lr0.001"
+    assert s.key("calibration") == "q1_T100_k10_eps4"
+    assert s.key("shard") == "q1_C2_T100_k10_lr0.001_eps4_rep0"        # not R: shards are reused
+    assert S.path("shard", exp="image", scenario="S2", key=s.key("shard"), lo=0, hi=16) == (
+        "results/natural/image/shards/S2_q1_C2_T100_k10_lr0.001_eps4_rep0/runs0-16.npz")
+    assert SCENARIOS["S2"].canary_knobs == ("q", "clip", "steps", "lr")
+    for name in ("S3", "S4", "S5"):       # from the reference model only
+        assert SCENARIOS[name].canary_knobs == S.DEPENDS["reference"]
+
+
+def test_grid_is_the_base_grid_then_new_variations():
+    base = S.grid(EXPERIMENTS, ["S2", "S3"], target_epsilon=4.0, runs=256, repeats=2)
+    assert len(base) == (2 + 1) * 2 * 2
+    assert base[0] == S.Setting("image", "S2", 1.0, 2.0, 100, 10, 0.001, 4.0, 256, 0)
+    assert {(s.experiment, s.q) for s in base} == {("image", 1.0), ("image", 0.25),
+                                                   ("tab", 0.25)}
+    more = S.grid(EXPERIMENTS, ["S2", "S3"], target_epsilon=4.0, runs=256, repeats=2,
+                  variations=[{"experiments": ["tab"], "clip": [1.0, 5.0], "steps": [50]},
+                              {"scenarios": ["S2"], "runs": [256]}])      # the base again
+    assert more[:len(base)] == base
+    extra = more[len(base):]
+    assert len(extra) == 2 * 2 * 2 and len(set(more)) == len(more)
+    assert {(s.experiment, s.clip, s.steps, s.lr) for s in extra} == {
+        ("tab", 1.0, 50, 0.0018), ("tab", 5.0, 50, 0.0018)}
+    with pytest.raises(ParameterError, match="variations.experiments"):
+        S.grid(EXPERIMENTS, ["S2"], target_epsilon=4.0, runs=256, repeats=1,
+               variations=[{"experiments": ["audio"]}])
+
+
+def test_seeds_are_the_published_derivations():
+    """Pinned: the seeds the published default results were made with."""
+    root = 20260121
+    cases = [
+        ("split", {"experiment": "image"}, 1993685039642130060),
+        ("reference", {"experiment": "image", "steps": 100}, 8325824050697741462),
+        ("canary", {"experiment": "image", "scenario": "S2", "q": 0.25}, 3016031445359962680),
+        ("train", {"experiment": "tabular", "scenario": "S3", "q": 0.0625, "repeat": 1,
+                   "clip": 5.0}, 3686031972617324860),
+        ("estimate", {"experiment": "text", "scenario": "S5", "q": 1.0, "repeat": 0},
+         1443391952304947042),
+        ("utility", {"experiment": "image", "scenario": "S3", "q": 1.0}, 7427081668161594140),
+        ("s1", {"q": 0.25, "target_epsilon": 4.0, "repeat": 2}, 611114933970511868),
+        ("s1-estimate", {"q": 1.0, "target_epsilon": 8.0, "repeat": 0}, 1651471301980990361),
+    ]
+    for purpose, values, expected in cases:
+        assert S.seed(root, purpose, values) == expected, purpose
+    # q enters a canary seed only where the canary key has it (S2, not S3-S5)
+    assert S.seed(root, "canary", {"experiment": "image", "scenario": "S3"}) != S.seed(
+        root, "canary", {"experiment": "image", "scenario": "S3", "q": 1.0})
+    with pytest.raises(ParameterError):
+        S.seed(root, "train", {"experiment": "image", "scenario": "S2"})
+    with pytest.raises(ParameterError):
+        S.seed(root, "bogus", {})

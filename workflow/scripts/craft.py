@@ -1,0 +1,29 @@
+"""Snakemake adapter: one scenario's canary pair, crafted through the scenario registry."""
+
+import torch
+
+from subaudit import logs
+from subaudit.audit import load_features, model_for, save_canary
+from subaudit.engine import DPConfig
+from subaudit.io import read_json, read_npz, write_json
+from subaudit.scenarios import CraftInputs, get
+
+log = logs.to_file(snakemake.log[0])
+p, scenario = snakemake.params, get(snakemake.wildcards.scenario)
+feats = load_features(snakemake.input.features)
+model = model_for(feats, p.hidden)
+inputs = dict(model=model, features=feats, init=p.init, seed=p.seed, options=p.options)
+if scenario.per_q:
+    k = p.knobs
+    inputs["dp"] = DPConfig(steps=k["steps"], sampling_rate=k["q"], noise_multiplier=0.0,
+                            clip=k["clip"], lr=k["lr"], optimizer=p.optimizer)
+if scenario.needs_reference:
+    ref = read_npz(snakemake.input.reference)
+    inputs["reference"] = [torch.from_numpy(ref[f"p{i}"]) for i in range(len(ref))]
+    inputs["target"] = int(read_json(snakemake.input.target)["target"])
+crafted = scenario.craft(CraftInputs(**inputs))
+save_canary(snakemake.output.canary, crafted.canary)
+log.info("%s", crafted.info)
+write_json(snakemake.output.info, {"scenario": scenario.name, **p.knobs,
+                                   **({"target": inputs["target"]} if "target" in inputs else {}),
+                                   **crafted.info})
