@@ -94,6 +94,7 @@ def _check_registered(params: Mapping[str, Any], source: str) -> None:
 def _check_natural(params: Mapping[str, Any], source: str) -> None:
     """Cross-field checks of the natural-data experiments (sources, backbones, sizes) and
     of the declared variations."""
+    from subaudit import own_features
     from subaudit.data import SOURCES
     from subaudit.features import BACKBONES
     from subaudit.scenarios import SCENARIOS
@@ -102,8 +103,15 @@ def _check_natural(params: Mapping[str, Any], source: str) -> None:
     experiments = natural["experiments"]
     for name, exp in experiments.items():
         key = f"natural.experiments.{name}"
+        if exp["source"] == own_features.NAME:
+            _check_own_features(exp, key, source)
+            continue
+        if "features_file" in exp:
+            raise _invalid(source, f"{key}.features_file", exp["features_file"],
+                           f"only with source: {own_features.NAME}")
         if exp["source"] not in SOURCES:
-            raise _invalid(source, f"{key}.source", exp["source"], "one of " + ", ".join(SOURCES))
+            raise _invalid(source, f"{key}.source", exp["source"],
+                           "one of " + ", ".join([*SOURCES, own_features.NAME]))
         family = SOURCES[exp["source"]].family
         backbones = [n for n, b in BACKBONES.items() if b.family == family] or ["none"]
         if exp["backbone"] not in backbones:
@@ -131,6 +139,29 @@ def _check_natural(params: Mapping[str, Any], source: str) -> None:
             if every > steps:
                 raise _invalid(source, f"{key}.every", every,
                                f"at most steps = {steps} (experiment {name})")
+
+
+def _check_own_features(exp: Mapping[str, Any], key: str, source: str) -> None:
+    """A user's features file: present, verified by its checksum, readable, big enough."""
+    from subaudit import own_features
+    from subaudit.validation import ParameterError
+
+    for needed in ("features_file", "checksum"):
+        if needed not in exp:
+            raise ConfigError(f"{source}: missing key {key}.{needed} (source {own_features.NAME} "
+                              "needs the file and its sha256)")
+    if len(exp["checksum"]) != 64:
+        raise _invalid(source, f"{key}.checksum", exp["checksum"], "a sha256 (64 hex digits)")
+    if exp["backbone"] != "none":
+        raise _invalid(source, f"{key}.backbone", exp["backbone"],
+                       "none (the file holds the features)")
+    try:
+        own_features.check(exp["features_file"], exp["checksum"], n_train=exp["n_train"],
+                           n_aux=exp["n_aux"], n_test=exp["n_test"], per_class=exp["per_class"])
+    except ParameterError as err:
+        raise _invalid(source, f"{key}.{err.name}", err.value, err.allowed) from None
+    if exp["every"] > exp["steps"]:
+        raise _invalid(source, f"{key}.every", exp["every"], f"at most steps = {exp['steps']}")
 
 
 def load_params(path: str | Path) -> dict[str, Any]:

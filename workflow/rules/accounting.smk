@@ -17,7 +17,7 @@ rule calibrate_s1:
         mem_mb=2000,
         runtime=30,
     conda:
-        "../../environment.yml"
+        "../envs/subaudit.yaml"
     script:
         "../scripts/calibrate.py"
 
@@ -39,7 +39,7 @@ rule calibrate_natural:
         mem_mb=2000,
         runtime=30,
     conda:
-        "../../environment.yml"
+        "../envs/subaudit.yaml"
     script:
         "../scripts/calibrate_natural.py"
 
@@ -59,6 +59,6 @@ rule ratio_grid_row:
         mem_mb=2000,
         runtime=30,
     conda:
-        "../../environment.yml"
+        "../envs/subaudit.yaml"
     script:
         "../scripts/ratio_grid_row.py"

@@ -4,6 +4,7 @@
 # Paths and seeds come from subaudit.settings (written once there); a rule's params: entry is
 # knob("name") or seed("purpose"): one value each, so rerun detection stays exact.
 
+from subaudit import own_features
 from subaudit import settings as S
 from subaudit.data import SOURCES
 from subaudit.scenarios import SCENARIOS
@@ -77,6 +78,22 @@ def setting_path(name, setting, **extra):
     """Path of one artifact of a Setting."""
     return S.path(name, exp=setting.experiment, scenario=setting.scenario,
                   key=setting.key(name), **extra)
+
+
+# Experiments on a user's own features file, and on a packaged or downloaded source.
+OWN = [e for e, v in EXPERIMENTS.items() if v["source"] == own_features.NAME]
+ARCHIVED = [e for e in EXPERIMENTS if e not in OWN]
+
+
+def one_of(names):
+    """A wildcard constraint matching exactly these names (nothing when there are none)."""
+    return "|".join(names) or "(?!)"
+
+
+def family(exp):
+    """What kind of data an experiment audits (the figure titles say it)."""
+    source = EXPERIMENTS[exp]["source"]
+    return "own features" if source == own_features.NAME else SOURCES[source].family
 
 
 def raw_archive(exp):

@@ -18,13 +18,15 @@ rule acquire:
         mem_mb=1000,
         runtime=30,
     conda:
-        "../../environment.yml"
+        "../envs/subaudit.yaml"
     script:
         "../scripts/acquire.py"
 
 
 rule split:
     """Deterministic train / auxiliary / test split of an experiment's source."""
+    wildcard_constraints:
+        exp=one_of(ARCHIVED),
     input:
         lambda wc: raw_archive(wc.exp),
     output:
@@ -42,13 +44,15 @@ rule split:
         mem_mb=4000,
         runtime=10,
     conda:
-        "../../environment.yml"
+        "../envs/subaudit.yaml"
     script:
         "../scripts/split.py"
 
 
 rule features:
     """Backbone features of every split record, computed once per (data, backbone)."""
+    wildcard_constraints:
+        exp=one_of(ARCHIVED),
     input:
         PATHS["split"],
     output:
@@ -66,6 +70,32 @@ rule features:
         runtime=120,
         gpu=GPUS,
     conda:
-        "../../environment.yml"
+        "../envs/subaudit.yaml"
     script:
         "../scripts/features.py"
+
+
+rule own_features:
+    """A user's own features file, verified by its sha256 and split like a source."""
+    wildcard_constraints:
+        exp=one_of(OWN),
+    input:
+        lambda wc: EXPERIMENTS[wc.exp]["features_file"],
+    output:
+        PATHS["features"],
+    params:
+        checksum=knob("checksum"),
+        n_train=knob("n_train"),
+        n_aux=knob("n_aux"),
+        n_test=knob("n_test"),
+        per_class=knob("per_class"),
+        seed=seed("split"),
+    log:
+        "logs/data/own_features_{exp}.log",
+    resources:
+        mem_mb=4000,
+        runtime=10,
+    conda:
+        "../envs/subaudit.yaml"
+    script:
+        "../scripts/own_features.py"

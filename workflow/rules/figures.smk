@@ -26,7 +26,7 @@ rule fig2:
         mem_mb=2000,
         runtime=10,
     conda:
-        "../../environment.yml"
+        "../envs/subaudit.yaml"
     script:
         "../scripts/fig2.py"
 
@@ -45,7 +45,7 @@ rule figA5:
         mem_mb=2000,
         runtime=10,
     conda:
-        "../../environment.yml"
+        "../envs/subaudit.yaml"
     script:
         "../scripts/figA5.py"
 
@@ -66,14 +66,14 @@ rule natural_figure:
         experiment=lambda wc: FIG_EXPERIMENT[wc.name],
         source=lambda wc: EXPERIMENTS[FIG_EXPERIMENT[wc.name]]["source"],
         backbone=lambda wc: EXPERIMENTS[FIG_EXPERIMENT[wc.name]]["backbone"],
-        family=lambda wc: SOURCES[EXPERIMENTS[FIG_EXPERIMENT[wc.name]]["source"]].family,
+        family=lambda wc: family(FIG_EXPERIMENT[wc.name]),
     log:
         "logs/figures/{name}.log",
     resources:
         mem_mb=2000,
         runtime=10,
     conda:
-        "../../environment.yml"
+        "../envs/subaudit.yaml"
     script:
         "../scripts/natural_figure.py"
 
@@ -96,6 +96,6 @@ rule figA1:
         mem_mb=2000,
         runtime=10,
     conda:
-        "../../environment.yml"
+        "../envs/subaudit.yaml"
     script:
         "../scripts/figA1.py"

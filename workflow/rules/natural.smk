@@ -31,7 +31,7 @@ rule reference:
         mem_mb=4000,
         runtime=30,
     conda:
-        "../../environment.yml"
+        "../envs/subaudit.yaml"
     script:
         "../scripts/reference.py"
 
@@ -56,7 +56,7 @@ rule craft:
         mem_mb=4000,
         runtime=30,
     conda:
-        "../../environment.yml"
+        "../envs/subaudit.yaml"
     script:
         "../scripts/craft.py"
 
@@ -90,7 +90,7 @@ rule train_shard:
         runtime=240,
         gpu=GPUS,
     conda:
-        "../../environment.yml"
+        "../envs/subaudit.yaml"
     script:
         "../scripts/train_shard.py"
 
@@ -109,7 +109,7 @@ rule merge_scores:
         mem_mb=2000,
         runtime=10,
     conda:
-        "../../environment.yml"
+        "../envs/subaudit.yaml"
     script:
         "../scripts/merge_scores.py"
 
@@ -140,6 +140,6 @@ rule utility:
         runtime=60,
         gpu=GPUS,
     conda:
-        "../../environment.yml"
+        "../envs/subaudit.yaml"
     script:
         "../scripts/utility.py"

@@ -28,7 +28,7 @@ rule simulate_s1:
         mem_mb=4000,
         runtime=30,
     conda:
-        "../../environment.yml"
+        "../envs/subaudit.yaml"
     script:
         "../scripts/simulate_s1.py"
 
@@ -50,6 +50,6 @@ rule estimate:
         mem_mb=2000,
         runtime=10,
     conda:
-        "../../environment.yml"
+        "../envs/subaudit.yaml"
     script:
         "../scripts/estimate.py"

@@ -1,0 +1,12 @@
+"""Snakemake adapter: a user's own features file, verified and split, as a features artifact."""
+
+from subaudit import logs
+from subaudit.io import write_npz
+from subaudit.own_features import features
+
+log = logs.to_file(snakemake.log[0])
+p = snakemake.params
+arrays = features(snakemake.input[0], p.checksum, n_train=p.n_train, n_aux=p.n_aux,
+                  n_test=p.n_test, per_class=p.per_class, seed=p.seed)
+log.info("%s: %s", snakemake.input[0], {k: v.shape for k, v in arrays.items()})
+write_npz(snakemake.output[0], **arrays)
