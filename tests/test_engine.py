@@ -348,3 +348,80 @@ def test_gather_slots_cover_the_binomial_tail():
 def test_cuda_matches_cpu():
     np.testing.assert_allclose(_small_mlp_scores(device="cpu"), _small_mlp_scores(device="cuda"),
                                rtol=1e-9, atol=1e-11)
+
+
+# ---------------------------------------------------------------- the canary protocol
+
+
+def test_a_score_other_than_the_canarys_own():
+    """An input canary scored on a parameter coordinate (a privacy-backdoor canary): the
+    score is theta_0[j] - theta_T[j] of each run, checked against its final parameters."""
+    model = MLP((6, 3))
+    data = _data(30, 6, 3, seed=4)
+    g = torch.Generator().manual_seed(9)
+    j = 5
+    e_j = torch.zeros(model.num_params, dtype=torch.float64)
+    e_j[j] = -1.0                                   # <u, theta_T - theta_0> with u = -e_j
+    canary = engine.InputCanary(torch.randn(2, 6, generator=g, dtype=torch.float64),
+                                torch.tensor([0, 2]), scored_by=engine.Projection(e_j))
+    init = [torch.randn(s, generator=g, dtype=torch.float64) for s in model.shapes]
+    dp = DPConfig(steps=5, sampling_rate=0.5, noise_multiplier=1.0, clip=1.0, lr=0.1)
+    runs = np.arange(8)
+    res = train(model, data, canary, dp, seed=1, runs=runs, bits=runs % 2, score_every=5,
+                init=init, dtype=torch.float64, keep_params=True, progress=False)
+    final = np.concatenate([p.reshape(8, -1) for p in res.params], axis=1)[:, j]
+    start = torch.cat([t.reshape(-1) for t in init])[j].item()
+    np.testing.assert_allclose(res.scores[-1], start - final, rtol=0, atol=1e-12)
+
+
+class _TwoInputCanaries(engine.Canary):
+    """Two input canaries per run (records n and n + 1), each with its own bit."""
+
+    count = 2
+
+    def __init__(self, a: engine.InputCanary, b: engine.InputCanary) -> None:
+        self.a, self.b = a, b
+
+    def input_rows(self):
+        return torch.stack([self.a.x, self.b.x]), torch.stack([self.a.y, self.b.y])
+
+    @property
+    def score(self):
+        return engine.LogitDifference()
+
+    def check(self, model, dp):
+        self.a.check(model)
+        self.b.check(model)
+
+    def to(self, device, dtype):
+        return _TwoInputCanaries(self.a.to(device, dtype), self.b.to(device, dtype))
+
+
+def test_two_canaries_per_run_with_a_bit_each():
+    """At q = 1 every record is in every batch, so a run with canaries A (bit a) and B
+    (bit b) trains on D + {A's record, B's record}: the same as one canary A with B's
+    record for bit b appended to the data (up to the order of the sum)."""
+    model = MLP((6, 3))
+    data = _data(30, 6, 3, seed=2)
+    g = torch.Generator().manual_seed(5)
+    a = engine.InputCanary(torch.randn(2, 6, generator=g, dtype=torch.float64), torch.tensor([0, 1]))
+    b = engine.InputCanary(torch.randn(2, 6, generator=g, dtype=torch.float64), torch.tensor([2, 0]))
+    dp = DPConfig(steps=4, sampling_rate=1.0, noise_multiplier=0.7, clip=1.0, lr=0.2,
+                  expected_batch_size=32.0)
+    runs = np.arange(16)
+    bits = np.stack([runs % 2, (runs // 2) % 2], axis=1)
+    both = train(model, data, _TwoInputCanaries(a, b), dp, seed=3, runs=runs, bits=bits,
+                 score_every=2, dtype=torch.float64, keep_params=True, progress=False)
+    assert both.scores.shape == (2, 16, 2) and both.bits.shape == (16, 2)
+    for bit_b in (0, 1):
+        rows = np.flatnonzero(bits[:, 1] == bit_b)
+        extra = Records(torch.cat([data.x, b.x[1 - bit_b][None]]),
+                        torch.cat([data.y, b.y[1 - bit_b][None]]))
+        one = train(model, extra, a, dp, seed=3, runs=runs[rows], bits=bits[rows, 0],
+                    score_every=2, dtype=torch.float64, keep_params=True, progress=False)
+        for p2, p1 in zip(both.params, one.params):
+            np.testing.assert_allclose(p2[rows], p1, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(both.scores[:, rows, 0], one.scores, rtol=1e-9, atol=1e-12)
+    with pytest.raises(ParameterError, match="one per run and canary"):
+        train(model, data, _TwoInputCanaries(a, b), dp, seed=3, runs=runs, bits=runs % 2,
+              score_every=2, progress=False)

@@ -53,7 +53,7 @@ def test_fig2_table_aggregates_final_step_over_repeats():
 
 def test_fig2_draws_every_series_with_two_se_error_bars():
     table = fig2_table(_calibrations(), _estimates(VALUES), adjacency="substitute")
-    fig = figures.fig2(table)
+    fig = figures.epsilon_vs_target(table)
     axes = fig.axes
     assert len(axes) == 2
     assert axes[0].get_title().startswith("q = 1")
@@ -79,13 +79,13 @@ def test_figA5_marks_the_ratio_two_and_skips_missing_cells(tmp_path):
         r["ratio"] = r["eps_substitute"] / r["eps_add_remove"]
     table = figA5_table(rows)
     assert list(table["q"].unique()) == [1.0, 0.25]
-    fig = figures.figA5(table)
+    fig = figures.ratio_grid(table)
     ax = fig.axes[0]
     assert any(np.allclose(line.get_ydata(), 2.0) for line in ax.get_lines())
     assert "ε_S / ε_AR" in ax.get_ylabel() and "σ" in ax.get_xlabel()
     assert "2 grid cell(s)" in fig._suptitle.get_text()
     figures.save(fig, tmp_path / "a.png", tmp_path / "a.pdf")
     first = (tmp_path / "a.pdf").read_bytes()
-    figures.save(figures.figA5(table), tmp_path / "a.png", tmp_path / "a.pdf")
+    figures.save(figures.ratio_grid(table), tmp_path / "a.png", tmp_path / "a.pdf")
     assert (tmp_path / "a.pdf").read_bytes() == first  # no timestamps: same table, same bytes
     assert (tmp_path / "a.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

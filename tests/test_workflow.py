@@ -93,25 +93,25 @@ def test_param_change_reruns_only_dependent_jobs(workdir):
     try:
         params["s1"]["runs_per_world"] = 600
         write_params(workdir, params)
-        assert job_counts(workdir) == {"all": 1, "simulate_s1": 8, "estimate": 8, "fig2": 1}
+        assert job_counts(workdir) == {"all": 1, "simulate_s1": 8, "estimate": 8, "epsilon_vs_target": 1}
 
         params["s1"]["runs_per_world"] = 500
         params["alpha"] = 0.1
         write_params(workdir, params)
         # 8 S1 estimates and 12 natural ones (3 experiments x 4 scenarios)
-        assert job_counts(workdir) == {"all": 1, "estimate": 20, "fig2": 1, "natural_figure": 3}
+        assert job_counts(workdir) == {"all": 1, "estimate": 20, "epsilon_vs_target": 1, "epsilon_vs_step": 3}
 
         params["alpha"] = 0.05
         params["ratio_grid"]["noise_multipliers"] = [3.0, 7.0]
         write_params(workdir, params)
-        assert job_counts(workdir) == {"all": 1, "ratio_grid_row": 2, "figA5": 1}
+        assert job_counts(workdir) == {"all": 1, "ratio_grid_row": 2, "ratio_grid": 1}
 
         params["ratio_grid"]["noise_multipliers"] = [3.0, 6.0]
         params["s1"]["sampling_rates"] = [1.0, 0.5]
         write_params(workdir, params)
         # only the new q's settings are computed; q = 1 is untouched
         assert job_counts(workdir) == {"all": 1, "calibrate_s1": 2, "simulate_s1": 4,
-                                       "estimate": 4, "fig2": 1}
+                                       "estimate": 4, "epsilon_vs_target": 1}
 
         params["s1"]["sampling_rates"] = [1.0, 0.25]
         params["natural"]["experiments"]["image"]["sampling_rates"] = [1.0, 0.5]
@@ -120,7 +120,7 @@ def test_param_change_reruns_only_dependent_jobs(workdir):
         # features, reference model and S3-S5 canaries are untouched, and the calibration
         # at (q 0.5, T 4, k 2, eps 4) is the tabular experiment's, already there
         assert job_counts(workdir) == {"all": 1, "craft": 1, "train_shard": 8,
-                                       "merge_scores": 4, "estimate": 4, "natural_figure": 1}
+                                       "merge_scores": 4, "estimate": 4, "epsilon_vs_step": 1}
 
         params["natural"]["experiments"]["image"]["sampling_rates"] = [1.0]
         params["natural"]["target_epsilon"] = 5.0

@@ -61,7 +61,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -82,12 +83,16 @@ __all__ = [
     "BATCHINGS",
     "MIN_CHUNK",
     "OPTIMIZERS",
+    "Canary",
     "DPConfig",
     "GradientCanary",
     "InputCanary",
+    "LogitDifference",
     "MLP",
+    "Projection",
     "Records",
     "RunStreams",
+    "Score",
     "TrainResult",
     "flat_params",
     "gather_slots",
@@ -187,24 +192,125 @@ class Records:
             raise ParameterError(f"{name}.x", "non-finite values", "finite features")
 
 
+# --------------------------------------------------------------------------- canaries
+#
+# A canary says what it does to a run and how the run is scored; the batching and step
+# code below only asks it for rows and gradients.  A run holds ``count`` canaries
+# (m = 1 for the paper's audits), each its own record with its own Poisson draw (records
+# n .. n + m - 1) and its own bit; the score is one number per (run, canary).
+
+
+class Score(ABC):
+    """How runs are scored from their parameters: larger under D (bit 1)."""
+
+    @abstractmethod
+    def bind(self, canary: Canary, start: Sequence[torch.Tensor]
+             ) -> Callable[[Sequence[torch.Tensor]], torch.Tensor]:
+        """A function of a chunk's parameters giving its scores (R, m), float64;
+        ``start`` are the chunk's initial parameters."""
+
+
 @dataclass(frozen=True)
-class InputCanary:
-    """Records ``z = (x[0], y[0])`` (bit 1) and ``z' = (x[1], y[1])`` (bit 0)."""
+class LogitDifference(Score):
+    """``f_{y_z}(x_z) - f_{y_z'}(x_z')``: each record's raw logit at its own label."""
+
+    def bind(self, canary: Canary, start: Sequence[torch.Tensor]):
+        rows = canary.input_rows()
+        if rows is None:
+            raise ParameterError("canary score", "logit difference", "a canary with input records")
+        x, y = rows[0].reshape(-1, rows[0].shape[-1]), rows[1].reshape(-1)
+
+        def score(params: Sequence[torch.Tensor]) -> torch.Tensor:
+            logit = _logits_at(params, x, y)                                   # (R, 2m)
+            return (logit[:, 0::2] - logit[:, 1::2]).double()
+
+        return score
+
+
+@dataclass(frozen=True)
+class Projection(Score):
+    """``<u, theta_t - theta_0>`` along the unit vector of ``direction`` (P,), or one
+    direction per canary (m, P): a parameter coordinate (``direction = e_j``) or the
+    difference ``g_z' - g_z`` of a gradient canary."""
+
+    direction: torch.Tensor
+
+    def bind(self, canary: Canary, start: Sequence[torch.Tensor]):
+        u = torch.atleast_2d(self.direction.double())
+        u = (u / torch.linalg.vector_norm(u, dim=1, keepdim=True)).to(start[0].device,
+                                                                     start[0].dtype)
+
+        def project(params: Sequence[torch.Tensor]) -> torch.Tensor:
+            flat = flat_params(params)
+            return torch.stack([flat @ ui for ui in u], dim=1)   # one product per canary
+
+        at_start = project(start)
+        return lambda params: (project(params) - at_start).double()
+
+
+class Canary(ABC):
+    """What a canary does to a run (paper Algorithm 1): the records it adds to the run's data
+    and the gradient it adds to the clipped sum, each for the run's bit, and its score."""
+
+    #: Canaries per run (m): records n .. n + m - 1, one bit each.
+    count: int = 1
+
+    def input_rows(self) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """``x`` (m, 2, d) and ``y`` (m, 2): records z (index 0, bit 1) and z' (index 1, bit 0)
+        of each canary, sampled, clipped and noised like every other record; or None."""
+        return None
+
+    def gradients(self) -> torch.Tensor | None:
+        """(m, 2, P): ``g_z`` and ``g_z'`` added to the clipped sum when the canary's record
+        is sampled (norm at most C), or None."""
+        return None
+
+    @property
+    @abstractmethod
+    def score(self) -> Score:
+        """How runs with this canary are scored."""
+
+    @abstractmethod
+    def check(self, model: MLP, dp: DPConfig) -> None:
+        """ParameterError if the canary does not fit the model or the DP settings."""
+
+    def to(self, device: torch.device, dtype: torch.dtype) -> Canary:
+        """The canary with its records on ``device`` in ``dtype``."""
+        return self
+
+
+@dataclass(frozen=True)
+class InputCanary(Canary):
+    """Records ``z = (x[0], y[0])`` (bit 1) and ``z' = (x[1], y[1])`` (bit 0); scored by
+    :class:`LogitDifference` unless ``scored_by`` says otherwise."""
 
     x: torch.Tensor
     y: torch.Tensor
+    scored_by: Score | None = None
 
-    def check(self, model: MLP) -> None:
+    def input_rows(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.x[None], self.y[None]
+
+    @property
+    def score(self) -> Score:
+        return self.scored_by or LogitDifference()
+
+    def check(self, model: MLP, dp: DPConfig | None = None) -> None:
         if self.x.shape != (2, model.sizes[0]):
             raise ParameterError("canary.x", tuple(self.x.shape), f"shape (2, {model.sizes[0]})")
         Records(self.x, self.y).check(model, "canary")
 
+    def to(self, device: torch.device, dtype: torch.dtype) -> InputCanary:
+        return replace(self, x=self.x.to(device, dtype), y=self.y.to(device, torch.long))
+
 
 @dataclass(frozen=True)
-class GradientCanary:
-    """Gradient vectors ``g[0] = g_z`` (bit 1) and ``g[1] = g_z'`` (bit 0), flat (2, P)."""
+class GradientCanary(Canary):
+    """Gradient vectors ``g[0] = g_z`` (bit 1) and ``g[1] = g_z'`` (bit 0), flat (2, P);
+    scored by :class:`Projection` on ``g_z' - g_z`` unless ``scored_by`` says otherwise."""
 
     g: torch.Tensor
+    scored_by: Score | None = None
 
     @classmethod
     def one_hot(cls, model: MLP, index: int, clip: float) -> GradientCanary:
@@ -216,17 +322,21 @@ class GradientCanary:
         g[0, j], g[1, j] = clip, -clip
         return cls(g)
 
-    def check(self, model: MLP, clip: float) -> None:
+    def gradients(self) -> torch.Tensor:
+        return self.g[None]
+
+    @property
+    def score(self) -> Score:
+        return self.scored_by or Projection(self.g[1] - self.g[0])
+
+    def check(self, model: MLP, dp: DPConfig) -> None:
         if self.g.shape != (2, model.num_params):
             raise ParameterError("canary.g", tuple(self.g.shape), f"shape (2, {model.num_params})")
         norms = torch.linalg.vector_norm(self.g.double(), dim=1)
-        if bool((norms > clip * (1 + 1e-6)).any()):
-            raise ParameterError("canary.g", f"norms {norms.tolist()}", f"norm <= clip = {clip}")
+        if bool((norms > dp.clip * (1 + 1e-6)).any()):
+            raise ParameterError("canary.g", f"norms {norms.tolist()}", f"norm <= clip = {dp.clip}")
         if bool(torch.equal(self.g[0], self.g[1])):
             raise ParameterError("canary.g", "g_z == g_z'", "two different vectors")
-
-
-Canary = InputCanary | GradientCanary
 
 
 @dataclass(frozen=True)
@@ -471,14 +581,19 @@ class _Setup:
         return self.data.x.shape[0]
 
     @property
+    def m(self) -> int:
+        """Canaries per run."""
+        return 0 if self.canary is None else self.canary.count
+
+    @property
     def n_records(self) -> int:
-        """Records a run samples from: the data and, if any, its canary (record n)."""
-        return self.n + (self.canary is not None)
+        """Records a run samples from: the data and its canaries (records n .. n + m - 1)."""
+        return self.n + self.m
 
 
 def _bytes_per_run(s: _Setup, test_rows: int) -> int:
     """Rough peak memory of one run in a chunk (activations, gradients, state)."""
-    rows = (s.slots + 1) if s.batching == "gather" else s.n + 2
+    rows = (s.slots + s.m) if s.batching == "gather" else s.n + 2 * s.m
     width = sum(s.model.sizes[1:])
     per_row = 5 * width + 4 + (s.model.sizes[0] if s.batching == "gather" else 0)
     params = s.model.num_params * (6 + (2 if s.dp.optimizer == "adam" else 0))
@@ -486,26 +601,35 @@ def _bytes_per_run(s: _Setup, test_rows: int) -> int:
     return item * (max(rows, test_rows) * per_row + params)
 
 
+def _input_rows(s: _Setup) -> tuple[torch.Tensor, torch.Tensor] | None:
+    return None if s.canary is None else s.canary.input_rows()
+
+
 def _shared_rows(s: _Setup) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Dense batching's rows: the data, then z and z' for an input canary."""
+    """Dense batching's rows: the data, then z and z' of each input canary."""
     x, y = s.data.x, s.data.y
-    if isinstance(s.canary, InputCanary):
-        x, y = torch.cat([x, s.canary.x]), torch.cat([y, s.canary.y])
+    rows = _input_rows(s)
+    if rows is not None:
+        x = torch.cat([x, rows[0].reshape(-1, x.shape[1])])
+        y = torch.cat([y, rows[1].reshape(-1)])
     onehot = torch.nn.functional.one_hot(y, s.model.num_classes).to(s.dtype)
     return x, onehot, (x * x).sum(-1) + 1
 
 
 def _make_batch(s: _Setup, masks: torch.Tensor, bits: torch.Tensor, shared_rows) -> _Batch:
-    """This step's rows and weights for a chunk; ``masks`` is (R, n_records) bool."""
+    """This step's rows and weights for a chunk; ``masks`` is (R, n_records) bool and
+    ``bits`` (R, m) bool."""
     n = s.n
-    is_input = isinstance(s.canary, InputCanary)
+    rows = _input_rows(s)
     if s.batching == "dense":
         x, onehot, x_sq = shared_rows
         weight = masks[:, :n]
-        if is_input:
-            canary_in = masks[:, n]
-            weight = torch.cat(
-                [weight, (canary_in & bits)[:, None], (canary_in & ~bits)[:, None]], dim=1)
+        if rows is not None:
+            cols = [weight]
+            for i in range(s.m):
+                canary_in = masks[:, n + i]
+                cols += [(canary_in & bits[:, i])[:, None], (canary_in & ~bits[:, i])[:, None]]
+            weight = torch.cat(cols, dim=1)
         return _Batch(x, onehot, x_sq, weight.to(s.dtype), shared=True)
     # gather: each run's sampled records packed, ascending, into s.slots slots.
     base = masks[:, :n]
@@ -517,33 +641,14 @@ def _make_batch(s: _Setup, masks: torch.Tensor, bits: torch.Tensor, shared_rows)
     idx[rr, pos] = ii
     weight = torch.arange(slots, device=masks.device)[None, :] < counts[:, None]
     x, y = s.data.x[idx], s.data.y[idx]
-    if is_input:
-        which = torch.where(bits, 0, 1)
-        x = torch.cat([x, s.canary.x[which][:, None, :]], dim=1)
-        y = torch.cat([y, s.canary.y[which][:, None]], dim=1)
-        weight = torch.cat([weight, masks[:, n:n + 1]], dim=1)
+    if rows is not None:
+        for i in range(s.m):
+            which = torch.where(bits[:, i], 0, 1)
+            x = torch.cat([x, rows[0][i][which][:, None, :]], dim=1)
+            y = torch.cat([y, rows[1][i][which][:, None]], dim=1)
+        weight = torch.cat([weight, masks[:, n:n + s.m]], dim=1)
     onehot = torch.nn.functional.one_hot(y, s.model.num_classes).to(s.dtype)
     return _Batch(x, onehot, (x * x).sum(-1) + 1, weight.to(s.dtype), shared=False)
-
-
-class _Scorer:
-    """A chunk's canary scores from its current parameters (see the module doc)."""
-
-    def __init__(self, canary: Canary | None, params: Sequence[torch.Tensor]) -> None:
-        self.canary = canary
-        if isinstance(canary, GradientCanary):
-            u = (canary.g[1] - canary.g[0]).double()
-            self.u = (u / torch.linalg.vector_norm(u)).to(params[0].device, params[0].dtype)
-            self.start = flat_params(params) @ self.u
-
-    def __call__(self, params: Sequence[torch.Tensor]) -> torch.Tensor:
-        c = self.canary
-        if isinstance(c, GradientCanary):
-            return (flat_params(params) @ self.u - self.start).double()
-        if isinstance(c, InputCanary):
-            logit = _logits_at(params, c.x, c.y)
-            return (logit[:, 0] - logit[:, 1]).double()
-        return torch.full((params[0].shape[0],), math.nan, dtype=torch.float64)
 
 
 def flat_params(params: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -562,7 +667,7 @@ def _train_chunk(
     """Train the runs of whole aligned blocks; ``real`` marks those asked for."""
     streams = [RunStreams(seed, int(r)) for r in runs]
     R, dev, dt, dp = len(streams), s.device, s.dtype, s.dp
-    bits = torch.as_tensor(bits_np.astype(bool)).to(dev)
+    bits = torch.as_tensor(bits_np.astype(bool)).reshape(R, -1).to(dev)      # (R, m)
     keep = torch.as_tensor(np.flatnonzero(real)).to(dev)
 
     params = [p.to(dev) for p in init_params(s.model, streams, init, dt)]
@@ -574,11 +679,14 @@ def _train_chunk(
     else:
         opt = torch.optim.Adam(params, lr=dp.lr, betas=dp.betas, eps=dp.eps)
     shared_rows = _shared_rows(s) if s.batching == "dense" else None
-    scorer = _Scorer(s.canary, params)
+    if s.canary is None:
+        scorer = lambda _params: torch.full((R, 1), math.nan, dtype=torch.float64)  # noqa: E731
+    else:
+        scorer = s.canary.score.bind(s.canary, params)
     canary_g = None
-    if isinstance(s.canary, GradientCanary):
-        g = s.canary.g.to(dev, dt)
-        canary_g = torch.where(bits[:, None], g[0], g[1])                # (R, P)
+    if s.canary is not None and s.canary.gradients() is not None:
+        g = s.canary.gradients().to(dev, dt)
+        canary_g = [torch.where(bits[:, i, None], g[i, 0], g[i, 1]) for i in range(s.m)]  # (R, P)
 
     std = dp.noise_multiplier * dp.clip
     batch_norm = dp.expected_batch_size or dp.sampling_rate * s.n_records
@@ -587,7 +695,7 @@ def _train_chunk(
     uniforms = None if dp.sampling_rate == 1.0 else torch.empty(R, s.n_records)
     all_in = torch.ones(R, s.n_records, dtype=torch.bool)
     offsets = np.cumsum([0] + [math.prod(sh) for sh in s.model.shapes])
-    scores = np.empty((len(steps_out), R))
+    scores = np.empty((len(steps_out), R, max(s.m, 1)))
     accuracy = np.empty((len(acc_steps), R))
     want_scores = {int(t): i for i, t in enumerate(steps_out)}
     want_acc = {int(t): i for i, t in enumerate(acc_steps)}
@@ -604,7 +712,9 @@ def _train_chunk(
         _clipped_sum(params, _make_batch(s, masks, bits, shared_rows), dp.clip, grads)
         noise_dev = noise.to(dev)
         if canary_g is not None:
-            canary_step = canary_g * masks[:, s.n, None].to(dt)
+            canary_step = canary_g[0] * masks[:, s.n, None].to(dt)
+            for i in range(1, s.m):
+                canary_step += canary_g[i] * masks[:, s.n + i, None].to(dt)
         for gr, lo, hi in zip(grads, offsets[:-1], offsets[1:]):
             if canary_g is not None:
                 gr += canary_step[:, lo:hi].reshape(gr.shape)
@@ -671,7 +781,9 @@ def train(
 ) -> TrainResult:
     """Train runs ``runs`` (bits ``bits``: 1 = D with z, 0 = D' with z') and score them.
 
-    Scores are recorded after every ``score_every`` steps and after the last
+    ``bits`` holds one bit per run, or (R, m) for a canary of ``count`` m > 1 (one bit
+    per run and canary; scores are then (S, R, m)).  Scores are recorded after every
+    ``score_every`` steps and after the last
     (:func:`subaudit.schedule.checkpoints`); test accuracy after each step count in
     ``accuracy_steps`` (0 = before training).  ``canary=None`` trains on the
     data alone (scores are NaN).  ``observe(t, params)`` is called after every
@@ -680,20 +792,21 @@ def train(
     """
     model = MLP(tuple(model.sizes))
     data.check(model, "data")
-    if isinstance(canary, InputCanary):
-        canary.check(model)
-    elif isinstance(canary, GradientCanary):
-        canary.check(model, dp.clip)
-    elif canary is not None:
-        raise ParameterError("canary", type(canary).__name__, "InputCanary, GradientCanary or None")
+    if canary is not None:
+        if not isinstance(canary, Canary):
+            raise ParameterError("canary", type(canary).__name__, "a Canary (subaudit.engine) or None")
+        canary.check(model, dp)
+    m = 1 if canary is None else check_count(canary.count, "canary.count")
     if test is not None:
         test.check(model, "test")
     runs_np = np.asarray(runs, dtype=np.int64).reshape(-1)
-    bits_np = np.asarray(bits).reshape(-1)
+    bits_np = np.asarray(bits)
     if runs_np.size == 0:
         raise ParameterError("runs", [], "at least one run index")
-    if bits_np.shape != runs_np.shape:
-        raise ParameterError("bits", f"{bits_np.size} values", f"one per run ({runs_np.size})")
+    if bits_np.shape not in ({runs_np.shape, (runs_np.size, m)} if m == 1 else {(runs_np.size, m)}):
+        raise ParameterError("bits", f"shape {bits_np.shape}",
+                             f"one per run ({runs_np.size},)" if m == 1
+                             else f"one per run and canary ({runs_np.size}, {m})")
     if not np.isin(bits_np, (0, 1)).all():
         raise ParameterError("bits", sorted(set(bits_np.tolist())), "0 or 1 per run")
     if len(np.unique(runs_np)) != runs_np.size or (runs_np < 0).any():
@@ -711,8 +824,8 @@ def train(
     n = data.x.shape[0]
     mode = _choose_batching(batching, model, n, dp.sampling_rate)
     data = Records(data.x.to(dev, dtype), data.y.to(dev, torch.long))
-    if isinstance(canary, InputCanary):
-        canary = InputCanary(canary.x.to(dev, dtype), canary.y.to(dev, torch.long))
+    if canary is not None:
+        canary = canary.to(dev, dtype)
     setup = _Setup(model, data, canary, dp, mode, gather_slots(n, dp.sampling_rate), dev, dtype)
     steps_out = checkpoints(dp.steps, score_every)
     test_rows = n + 2 if test is None else min(test.x.shape[0], n + 2)
@@ -725,7 +838,7 @@ def train(
     # are trained too and dropped.
     order = np.argsort(runs_np, kind="stable")
     blocks = np.unique(runs_np // MIN_CHUNK)
-    scores = np.empty((len(steps_out), runs_np.size))
+    scores = np.empty((len(steps_out), runs_np.size, m))
     accuracy = np.empty((len(acc), runs_np.size))
     finals: list[list[np.ndarray]] = []
     with torch.no_grad(), tqdm(total=runs_np.size * dp.steps, unit="model-step",
@@ -735,8 +848,8 @@ def train(
                          + np.arange(MIN_CHUNK)).reshape(-1)
             asked = np.isin(slot_runs, runs_np)
             where = order[np.searchsorted(runs_np[order], slot_runs[asked])]
-            slot_bits = np.zeros(slot_runs.size, dtype=np.int64)
-            slot_bits[asked] = bits_np[where]
+            slot_bits = np.zeros((slot_runs.size, m), dtype=np.int64)
+            slot_bits[asked] = bits_np[where].reshape(-1, m)
             sc, ac, fin = _train_chunk(
                 setup, slot_runs, slot_bits, asked, seed, init, steps_out, acc,
                 test_dev, test_rows, bar, observe)
@@ -751,4 +864,5 @@ def train(
             for out, f in zip(params, fin):
                 out[where] = f
     return TrainResult(runs=runs_np, bits=bits_np.astype(np.int8), steps=steps_out,
-                       scores=scores, accuracy_steps=acc, accuracy=accuracy, params=params)
+                       scores=scores[..., 0] if m == 1 else scores, accuracy_steps=acc,
+                       accuracy=accuracy, params=params)

@@ -34,7 +34,7 @@ def _theme() -> None:
     sns.set_theme(style="whitegrid", context="paper", font_scale=1.1)
 
 
-def fig2(table: pd.DataFrame) -> plt.Figure:
+def epsilon_vs_target(table: pd.DataFrame) -> plt.Figure:
     """Fig 2: epsilon against the target eps_S, one panel per q (S1 audit vs accountants)."""
     _theme()
     qs = sorted(table["q"].unique(), reverse=True)
@@ -64,7 +64,7 @@ def fig2(table: pd.DataFrame) -> plt.Figure:
     return fig
 
 
-def figA5(table: pd.DataFrame) -> plt.Figure:
+def ratio_grid(table: pd.DataFrame) -> plt.Figure:
     """Fig A5: eps_S / eps_AR against sigma, one line per q, with the ratio-2 reference."""
     _theme()
     data = table.dropna(subset=["ratio"]).copy()
@@ -103,8 +103,12 @@ def figA5(table: pd.DataFrame) -> plt.Figure:
     return fig
 
 
-def save(fig: plt.Figure, png: str | Path, pdf: str | Path) -> None:
-    """Write ``fig`` as PNG and PDF atomically, without timestamps, then close it."""
+def save(fig: plt.Figure, png: str | Path, pdf: str | Path, paper: str = "") -> None:
+    """Write ``fig`` as PNG and PDF atomically, without timestamps, then close it;
+    ``paper`` names the figure's place in the paper (a note in its corner)."""
+    if paper:
+        fig.text(0.995, 0.005, f"paper: {paper}", ha="right", va="bottom", fontsize="x-small",
+                 color="grey")
     with atomic_path(png) as tmp:
         fig.savefig(tmp, format="png", dpi=200, metadata={"Software": None})
     with atomic_path(pdf) as tmp:
@@ -113,8 +117,7 @@ def save(fig: plt.Figure, png: str | Path, pdf: str | Path) -> None:
     plt.close(fig)
 
 
-
-def natural(table: pd.DataFrame, title: str) -> plt.Figure:
+def epsilon_vs_step(table: pd.DataFrame, title: str) -> plt.Figure:
     """Natural-data audit figure (Figs 3, A6, 4): epsilon against step, one panel per q.
 
     Accountant lines (eps_S substitute, eps_AR add/remove) and, per scenario and
@@ -154,7 +157,7 @@ def natural(table: pd.DataFrame, title: str) -> plt.Figure:
     return fig
 
 
-def figA1(table: pd.DataFrame, title: str) -> plt.Figure:
+def utility(table: pd.DataFrame, title: str) -> plt.Figure:
     """Fig A1: test accuracy over training, runs with the target z vs with the canary z'."""
     _theme()
     scenarios = sorted(table["scenario"].unique())
@@ -176,5 +179,8 @@ def figA1(table: pd.DataFrame, title: str) -> plt.Figure:
     return fig
 
 
+#: Renderers by plot kind (subaudit.figure_registry.PLOT_KINDS).
+PLOTS = {"epsilon-vs-target": epsilon_vs_target, "epsilon-vs-step": epsilon_vs_step,
+         "ratio-grid": ratio_grid, "utility": utility}
 
-__all__ = ["fig2", "figA1", "figA5", "natural", "save"]
+__all__ = ["PLOTS", "epsilon_vs_step", "epsilon_vs_target", "ratio_grid", "save", "utility"]

@@ -6,6 +6,7 @@
 
 from subaudit import own_features
 from subaudit import settings as S
+from subaudit.figure_registry import figures_for
 from subaudit.data import SOURCES
 from subaudit.scenarios import SCENARIOS
 from subaudit.schedule import checkpoints
@@ -151,26 +152,28 @@ def estimate_seed(wc):
 
 
 def experiment_settings(name):
-    """The base-grid settings of the experiment a step-wise figure shows."""
-    return [s for s in BASE if s.experiment == FIG_EXPERIMENT[name]]
+    """The base-grid settings of the experiment a figure shows."""
+    return [s for s in BASE if s.experiment == FIGS[name].experiment]
 
 
-def utility_settings():
-    """Fig A1's settings: the utility experiment's first q, scenarios shown in Fig A1."""
-    first = [s for s in BASE if s.experiment == UTILITY_EXPERIMENT and s.repeat == 0]
-    q = first[0].q if first else None
-    return [s for s in first if s.q == q and SCENARIOS[s.scenario].in_utility]
+def utility_settings(name):
+    """A utility figure's settings: its experiment's first q, the scenarios it shows."""
+    first = [s for s in experiment_settings(name) if s.repeat == 0]
+    return [s for s in first if s.q == first[0].q and SCENARIOS[s.scenario].in_utility]
 
 
 # --------------------------------------------------------------------------- targets
 
-# Figures: S1 (Fig 2) and Fig A5; one step-wise figure per experiment; Fig A1 (utility).
-NAT_FIGURE = {"image": "fig3", "text": "figA6", "tabular": "fig4"}
-FIG_EXPERIMENT = {NAT_FIGURE.get(e, f"audit-{e}"): e for e in EXPERIMENTS}
-UTILITY_EXPERIMENT = "image"
-FIGURES = expand("results/figures/{name}.{ext}",
-                 name=["fig2", "figA5", *FIG_EXPERIMENT,
-                       *(["figA1"] if UTILITY_EXPERIMENT in EXPERIMENTS else [])],
-                 ext=["png", "pdf", "csv"])
+# Figures (subaudit.figure_registry): S1, the ratio grid, each experiment's epsilon-vs-step
+# figure and its other registered figures (Fig A1's utility runs for image).
+FIGS = {f.name: f for f in figures_for(EXPERIMENTS)}
+
+
+def figs(kind):
+    """Names of this configuration's figures of one plot kind (a wildcard constraint)."""
+    return one_of([f.name for f in FIGS.values() if f.kind == kind])
+
+
+FIGURES = expand("results/figures/{name}.{ext}", name=list(FIGS), ext=["png", "pdf", "csv"])
 # Audits of the declared variations (not in a paper figure): their estimates.
 VARIATION_ESTIMATES = [setting_path("estimates", s) for s in SETTINGS if s not in set(BASE)]

@@ -2,55 +2,62 @@
 
 # Seconds of plotting each: not worth a cluster submission.
 localrules:
-    fig2,
-    figA5,
-    natural_figure,
-    figA1,
+    epsilon_vs_target,
+    ratio_grid,
+    epsilon_vs_step,
+    utility_figure,
 
 
-rule fig2:
+rule epsilon_vs_target:
     """Fig 2: eps_S / group / eps_AR accounting and audited epsilon against the target."""
     input:
         calibrations=[f"results/accounting/s1/q{fmt(q)}_eps{fmt(e)}.json"
                       for q in S1["sampling_rates"] for e in S1["target_epsilons"]],
         estimates=[f"results/s1/estimates/{k}.json" for k in S1_KEYS],
     output:
-        png="results/figures/fig2.png",
-        pdf="results/figures/fig2.pdf",
-        csv="results/figures/fig2.csv",
+        png="results/figures/{name}.png",
+        pdf="results/figures/{name}.pdf",
+        csv="results/figures/{name}.csv",
+    wildcard_constraints:
+        name=figs("epsilon-vs-target"),
     params:
         adjacency=S1["adjacency"],
+        paper=lambda wc: FIGS[wc.name].paper,
     log:
-        "logs/figures/fig2.log",
+        "logs/figures/{name}.log",
     resources:
         mem_mb=2000,
         runtime=10,
     conda:
         "../envs/subaudit.yaml"
     script:
-        "../scripts/fig2.py"
+        "../scripts/epsilon_vs_target.py"
 
 
-rule figA5:
+rule ratio_grid:
     """Fig A5: eps_S / eps_AR over the q x sigma grid at fixed delta."""
     input:
         [f"results/accounting/ratio_grid/q{fmt(q)}.csv" for q in GRID["sampling_rates"]],
     output:
-        png="results/figures/figA5.png",
-        pdf="results/figures/figA5.pdf",
-        csv="results/figures/figA5.csv",
+        png="results/figures/{name}.png",
+        pdf="results/figures/{name}.pdf",
+        csv="results/figures/{name}.csv",
+    wildcard_constraints:
+        name=figs("ratio-grid"),
+    params:
+        paper=lambda wc: FIGS[wc.name].paper,
     log:
-        "logs/figures/figA5.log",
+        "logs/figures/{name}.log",
     resources:
         mem_mb=2000,
         runtime=10,
     conda:
         "../envs/subaudit.yaml"
     script:
-        "../scripts/figA5.py"
+        "../scripts/ratio_grid.py"
 
 
-rule natural_figure:
+rule epsilon_vs_step:
     """Epsilon against step for every scenario, per q, of one experiment (Figs 3, A6, 4)."""
     input:
         calibrations=lambda wc: list(dict.fromkeys(
@@ -61,12 +68,13 @@ rule natural_figure:
         pdf="results/figures/{name}.pdf",
         csv="results/figures/{name}.csv",
     wildcard_constraints:
-        name="|".join(FIG_EXPERIMENT),
+        name=figs("epsilon-vs-step"),
     params:
-        experiment=lambda wc: FIG_EXPERIMENT[wc.name],
-        source=lambda wc: EXPERIMENTS[FIG_EXPERIMENT[wc.name]]["source"],
-        backbone=lambda wc: EXPERIMENTS[FIG_EXPERIMENT[wc.name]]["backbone"],
-        family=lambda wc: family(FIG_EXPERIMENT[wc.name]),
+        experiment=lambda wc: FIGS[wc.name].experiment,
+        source=lambda wc: EXPERIMENTS[FIGS[wc.name].experiment]["source"],
+        backbone=lambda wc: EXPERIMENTS[FIGS[wc.name].experiment]["backbone"],
+        family=lambda wc: family(FIGS[wc.name].experiment),
+        paper=lambda wc: FIGS[wc.name].paper,
     log:
         "logs/figures/{name}.log",
     resources:
@@ -75,27 +83,30 @@ rule natural_figure:
     conda:
         "../envs/subaudit.yaml"
     script:
-        "../scripts/natural_figure.py"
+        "../scripts/epsilon_vs_step.py"
 
 
-rule figA1:
+rule utility_figure:
     """Fig A1: test accuracy over training, with the target vs with the canary."""
     input:
-        [setting_path("utility", s) for s in utility_settings()],
+        lambda wc: [setting_path("utility", s) for s in utility_settings(wc.name)],
     output:
-        png="results/figures/figA1.png",
-        pdf="results/figures/figA1.pdf",
-        csv="results/figures/figA1.csv",
+        png="results/figures/{name}.png",
+        pdf="results/figures/{name}.pdf",
+        csv="results/figures/{name}.csv",
+    wildcard_constraints:
+        name=figs("utility"),
     params:
-        source=EXPERIMENTS.get(UTILITY_EXPERIMENT, {}).get("source"),
-        backbone=EXPERIMENTS.get(UTILITY_EXPERIMENT, {}).get("backbone"),
-        q=fmt(utility_settings()[0].q) if utility_settings() else None,
+        source=lambda wc: EXPERIMENTS[FIGS[wc.name].experiment]["source"],
+        backbone=lambda wc: EXPERIMENTS[FIGS[wc.name].experiment]["backbone"],
+        q=lambda wc: fmt(utility_settings(wc.name)[0].q),
+        paper=lambda wc: FIGS[wc.name].paper,
     log:
-        "logs/figures/figA1.log",
+        "logs/figures/{name}.log",
     resources:
         mem_mb=2000,
         runtime=10,
     conda:
         "../envs/subaudit.yaml"
     script:
-        "../scripts/figA1.py"
+        "../scripts/utility_figure.py"

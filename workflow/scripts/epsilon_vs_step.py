@@ -17,6 +17,6 @@ write_csv(snakemake.output.csv, table)
 title = p.family.capitalize() + (" (from scratch)" if p.backbone == "none" else "")
 if p.experiment != p.family:
     title = f"{p.experiment}, {title.lower()}"
-fig = figures.natural(table, f"{title}: {p.source} with {p.backbone} features"
+fig = figures.epsilon_vs_step(table, f"{title}: {p.source} with {p.backbone} features"
                       if p.backbone != "none" else f"{title}: {p.source}")
-figures.save(fig, snakemake.output.png, snakemake.output.pdf)
+figures.save(fig, snakemake.output.png, snakemake.output.pdf, p.paper)

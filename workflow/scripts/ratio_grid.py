@@ -8,4 +8,5 @@ log = logs.to_file(snakemake.log[0])
 table = figA5_table(read_csv(f, keep_default_na=False, na_values=[""]) for f in snakemake.input)
 log.info("figA5 table:\n%s", table.to_string())
 write_csv(snakemake.output.csv, table)
-figures.save(figures.figA5(table), snakemake.output.png, snakemake.output.pdf)
+figures.save(figures.ratio_grid(table), snakemake.output.png, snakemake.output.pdf,
+             snakemake.params.paper)

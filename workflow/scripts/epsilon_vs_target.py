@@ -10,4 +10,5 @@ estimates = [rec for f in snakemake.input.estimates for rec in read_json(f)["est
 table = fig2_table(calibrations, estimates, adjacency=snakemake.params.adjacency)
 log.info("fig2 table:\n%s", table.to_string())
 write_csv(snakemake.output.csv, table)
-figures.save(figures.fig2(table), snakemake.output.png, snakemake.output.pdf)
+figures.save(figures.epsilon_vs_target(table), snakemake.output.png, snakemake.output.pdf,
+             snakemake.params.paper)

@@ -1,0 +1,99 @@
+"""The figures the workflow draws: a registry by name, each with its plot kind and inputs.
+
+A figure is one of a few plot kinds (:data:`PLOT_KINDS`, drawn by
+:mod:`subaudit.figures`) applied to one set of inputs: the S1 audit, the ratio grid, or
+one natural-data experiment.  Each registered figure also says where it stands in the
+paper, whose two texts number the main figures differently: the ICLR 2026 text (the
+copy in shared/papers) starts with the S1 audit as Figure 1, the arXiv text one later;
+file names follow the arXiv text (``fig2`` is ICLR Figure 1), the appendix figures are
+numbered alike in both.  An experiment without a registered figure (a fourth one, a
+user's own data) gets an epsilon-vs-step figure named ``audit-<experiment>``.
+
+Importable without torch or matplotlib: the workflow reads it while it parses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from subaudit.validation import check_choice
+
+__all__ = ["FIGURES", "INPUTS", "PLOT_KINDS", "Figure", "experiment_figure", "figures_for"]
+
+#: Plot kinds and what each shows (renderers: subaudit.figures.PLOTS).
+PLOT_KINDS: dict[str, str] = {
+    "epsilon-vs-target": "audited and accounted epsilon against the target eps_S, one panel per q",
+    "epsilon-vs-step": "audited epsilon per scenario and estimator against the training step, "
+                       "with eps_S and eps_AR of the same step, one panel per q",
+    "ratio-grid": "eps_S / eps_AR over a grid of q and sigma at one delta",
+    "utility": "test accuracy over training with the target and with the canary",
+}
+
+#: What a figure reads: the S1 audit, the ratio grid, or one experiment's audits.
+INPUTS = ("s1", "ratio_grid", "experiment")
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One figure: file stem, plot kind, inputs (and experiment), place in the paper."""
+
+    name: str
+    kind: str
+    inputs: str
+    caption: str
+    experiment: str | None = None
+    iclr: str | None = None
+    arxiv: str | None = None
+
+    def __post_init__(self) -> None:
+        check_choice(self.kind, "figure kind", PLOT_KINDS)
+        check_choice(self.inputs, "figure inputs", INPUTS)
+        if (self.inputs == "experiment") != (self.experiment is not None):
+            raise ValueError(f"figure {self.name}: an experiment exactly when inputs = experiment")
+
+    @property
+    def paper(self) -> str:
+        """Its number in both texts of the paper ('' for a figure not in the paper)."""
+        if self.iclr is None:
+            return ""
+        if self.iclr == self.arxiv:
+            return self.iclr
+        return f"{self.iclr} (ICLR text), {self.arxiv} (arXiv text)"
+
+
+#: The paper's figures, by file stem.
+FIGURES: dict[str, Figure] = {f.name: f for f in (
+    Figure("fig2", "epsilon-vs-target", "s1", iclr="Figure 1", arxiv="Figure 2",
+           caption="S1 worst-case dataset canaries against the accountants"),
+    Figure("fig3", "epsilon-vs-step", "experiment", experiment="image", iclr="Figure 2",
+           arxiv="Figure 3", caption="natural-data audits S2-S5, fine-tuned image head"),
+    Figure("fig4", "epsilon-vs-step", "experiment", experiment="tabular", iclr="Figure 3",
+           arxiv="Figure 4", caption="natural-data audits S2-S5, MLP trained from scratch"),
+    Figure("figA1", "utility", "experiment", experiment="image", iclr="Figure A1",
+           arxiv="Figure A1", caption="test accuracy with and without the canary"),
+    Figure("figA5", "ratio-grid", "ratio_grid", iclr="Figure A5", arxiv="Figure A5",
+           caption="eps_S / eps_AR over q and sigma at the same delta"),
+    Figure("figA6", "epsilon-vs-step", "experiment", experiment="text", iclr="Figure A6",
+           arxiv="Figure A6", caption="natural-data audits S2-S5, fine-tuned text head"),
+)}
+
+
+def experiment_figure(experiment: str) -> Figure:
+    """The epsilon-vs-step figure of an experiment: the paper's, or ``audit-<experiment>``."""
+    for f in FIGURES.values():
+        if f.kind == "epsilon-vs-step" and f.experiment == experiment:
+            return f
+    return Figure(f"audit-{experiment}", "epsilon-vs-step", "experiment", experiment=experiment,
+                  caption=f"natural-data audits of experiment {experiment}")
+
+
+def figures_for(experiments: Iterable[str]) -> list[Figure]:
+    """The figures of a configuration: S1 and the ratio grid, each experiment's
+    epsilon-vs-step figure, and the registered figures of its experiments, by name."""
+    names = list(experiments)
+    out = {f.name: f for f in FIGURES.values() if f.experiment is None or f.experiment in names}
+    for exp in names:
+        fig = experiment_figure(exp)
+        out[fig.name] = fig
+    return sorted(out.values(), key=lambda f: f.name)
