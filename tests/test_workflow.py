@@ -8,6 +8,8 @@ value stops the workflow before any job runs, naming the key.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -82,6 +84,18 @@ def test_natural_audits_are_built(workdir):
     assert set(a1["scenario"]) == {"S2", "S3"} and (a1["n_runs"] == 4).all()
     feats = np.load(workdir / "data/features/text.npz")
     assert feats["train_x"].shape == (20, 384)
+
+
+def test_every_artifact_verifies_and_is_readable_by_others(workdir):
+    """`subaudit verify data results` finds nothing damaged after a fresh run (the splits
+    too: every artifact goes through the one writer), and no file is private (0600)."""
+    proc = subprocess.run([Path(sys.executable).parent / "subaudit", "verify", "data", "results",
+                           "--json"], cwd=workdir, capture_output=True, text=True)
+    out = json.loads(proc.stdout)
+    assert proc.returncode == 0 and out["damaged"] == [], out
+    assert out["checked"] > 100
+    for path in [*(workdir / "data").rglob("*.npz"), *(workdir / "results").rglob("*.*")]:
+        assert path.stat().st_mode & 0o044 == 0o044, path
 
 
 def test_second_run_does_nothing(workdir):

@@ -20,7 +20,11 @@ against it in ``tests/test_engine.py``:
   gradient (DP-SGD, DP-Adam).  Both are elementwise, so one optimiser over the
   run-batched tensors performs every run's own update.
 
-Canaries (paper Algorithm 1):
+Canaries (paper Algorithm 1) follow one protocol, :class:`Canary`: the records
+it adds to a run's data and the gradient it adds to the clipped sum, each for the
+run's bit, and a :class:`Score`.  The batching and step code only asks for those,
+so a canary of another kind (m canaries per run with a bit each, an input canary
+scored on a parameter coordinate) needs no change here.  The two of the paper:
 
 * :class:`InputCanary`: ``z`` or ``z'`` is the run's record ``n``, sampled,
   clipped and noised like every other record.  Score after t steps:
@@ -35,7 +39,9 @@ Canaries (paper Algorithm 1):
   ``(g_z / C) . (theta_t - theta_0)`` with its sign turned, because descent
   moves ``theta[j]`` against ``g_z``.
 
-Both scores are larger under ``D``, as :mod:`subaudit.estimation` expects.
+Both scores (:class:`LogitDifference`, :class:`Projection`) are larger under
+``D``, as :mod:`subaudit.estimation` expects; either canary takes another score
+(``scored_by``).
 
 Speed: with the records shared by all runs (``dense`` batching) the first
 layer's forward and its weight gradient are each one large matrix product over

@@ -66,7 +66,7 @@ def mean_se(frame: pd.DataFrame, keys: list[str], value: str) -> pd.DataFrame:
 
 def step_estimates(scores: np.ndarray, labels: np.ndarray, steps: Sequence[int], delta: float,
                  alpha: float, estimators: Iterable[str], seed: int) -> list[dict[str, Any]]:
-    """One estimate record per (checkpoint step, estimator) of one audit repeat (S1-S5)."""
+    """One estimate record per (checkpoint step, estimator) of one audit repeat (any scenario)."""
     records = []
     for name in estimators:
         per_step = estimate_over_steps(np.atleast_2d(scores), labels, delta=delta, alpha=alpha,

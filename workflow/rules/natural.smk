@@ -37,7 +37,7 @@ rule reference:
 
 
 rule craft:
-    """A scenario's canary pair (Algorithms 2-5 for S2-S5), through the scenario registry."""
+    """A scenario's canary pair (the paper's Algorithms 2-5), through the scenario registry."""
     input:
         unpack(craft_inputs),
     output:
