@@ -30,15 +30,25 @@ _ACCOUNTING_STYLE = {
 _AUDIT_COLORS = ["#d62728", "#ff7f0e", "#8c564b", "#e377c2"]
 
 
+#: Inches: one or two panels still leave room for the titles and the legend below them.
+_MIN_WIDTH = 11.0
+
+
 def _theme() -> None:
     sns.set_theme(style="whitegrid", context="paper", font_scale=1.1)
+
+
+def _estimator_label(name: str) -> str:
+    """'heldout estimator', or 'paper estimator, may overstate' for one not shown valid."""
+    valid = name in ESTIMATORS and ESTIMATORS[name].valid
+    return f"{name} estimator" + ("" if valid else ", may overstate")
 
 
 def epsilon_vs_target(table: pd.DataFrame) -> plt.Figure:
     """Fig 2: epsilon against the target eps_S, one panel per q (S1 audit vs accountants)."""
     _theme()
     qs = sorted(table["q"].unique(), reverse=True)
-    fig, axes = plt.subplots(1, len(qs), figsize=(4.2 * len(qs), 4.2), squeeze=False,
+    fig, axes = plt.subplots(1, len(qs), figsize=(max(4.2 * len(qs), _MIN_WIDTH), 4.2), squeeze=False,
                              sharey=True, layout="constrained")
     audit_series = sorted(s for s in table["series"].unique() if s not in _ACCOUNTING_STYLE)
     n_rep = int(table["n_repeats"].max()) if len(audit_series) else 0
@@ -125,7 +135,7 @@ def epsilon_vs_step(table: pd.DataFrame, title: str) -> plt.Figure:
     """
     _theme()
     qs = sorted(table["q"].unique(), reverse=True)
-    fig, axes = plt.subplots(1, len(qs), figsize=(4.6 * len(qs), 4.4), squeeze=False,
+    fig, axes = plt.subplots(1, len(qs), figsize=(max(4.6 * len(qs), _MIN_WIDTH), 4.4), squeeze=False,
                              sharey=True, layout="constrained")
     n_rep = int(table["n_repeats"].max())
     for ax, q in zip(axes[0], qs):
@@ -141,7 +151,7 @@ def epsilon_vs_step(table: pd.DataFrame, title: str) -> plt.Figure:
             color = SCENARIOS[scenario].color if scenario in SCENARIOS else "grey"
             ax.plot(d["step"], d["epsilon"], color=color, marker="o", markersize=3,
                     linestyle=ESTIMATORS[estimator].linestyle if estimator in ESTIMATORS else "-.",
-                    label=f"{series} ({estimator} estimator)")
+                    label=f"{series} ({_estimator_label(estimator)})")
             band = 2 * d["se"].fillna(0.0)
             ax.fill_between(d["step"], d["epsilon"] - band, d["epsilon"] + band, color=color,
                             alpha=0.15, linewidth=0)
@@ -161,7 +171,7 @@ def utility(table: pd.DataFrame, title: str) -> plt.Figure:
     """Fig A1: test accuracy over training, runs with the target z vs with the canary z'."""
     _theme()
     scenarios = sorted(table["scenario"].unique())
-    fig, axes = plt.subplots(1, len(scenarios), figsize=(4.6 * len(scenarios), 4.0),
+    fig, axes = plt.subplots(1, len(scenarios), figsize=(max(4.6 * len(scenarios), _MIN_WIDTH), 4.0),
                              squeeze=False, sharey=True, layout="constrained")
     for ax, scenario in zip(axes[0], scenarios):
         sub = table[table["scenario"] == scenario]
