@@ -30,8 +30,8 @@ from typing import Any
 from subaudit.seeding import derive_seed
 from subaudit.validation import ParameterError
 
-__all__ = ["DEPENDS", "KNOBS", "PATHS", "SEED_KEYS", "Setting", "canary_knobs", "fmt", "grid",
-           "key", "parse_key", "path", "seed", "settings_from_config"]
+__all__ = ["DEPENDS", "KNOBS", "PATHS", "SEED_KEYS", "VARIABLE", "Setting", "canary_knobs", "fmt",
+           "grid", "key", "parse_key", "path", "seed", "settings_from_config"]
 
 
 def fmt(x: float | int) -> str:
@@ -156,9 +156,6 @@ class Setting:
     def key(self, artifact: str, knobs: Sequence[str] | None = None) -> str:
         """Key of one of this setting's artifacts (``knobs`` for a canary)."""
         return key(DEPENDS[artifact] if knobs is None else knobs, asdict(self))
-
-    def values(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 #: Knobs of a setting that a variation may override, with the experiment key they replace.
