@@ -89,3 +89,16 @@ def test_figA5_marks_the_ratio_two_and_skips_missing_cells(tmp_path):
     figures.save(figures.ratio_grid(table), tmp_path / "a.png", tmp_path / "a.pdf")
     assert (tmp_path / "a.pdf").read_bytes() == first  # no timestamps: same table, same bytes
     assert (tmp_path / "a.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_utility_figure_titles():
+    """The figure's title is the caller's; each panel names its scenario from the registry."""
+    from subaudit.tables import utility_table
+
+    rows = [{"scenario": s, "world": w, "step": t, "run": r, "accuracy": 0.1 * t + 0.01 * r}
+            for s in ("S2", "S3") for w in ("plain", "canary") for t in (0, 5) for r in range(3)]
+    fig = figures.utility(utility_table(pd.DataFrame(rows).to_dict("records")), "Utility: toy")
+    assert fig._suptitle.get_text().startswith("Utility: toy\n")
+    assert [ax.get_title() for ax in fig.axes] == ["S2 crafted gradient (3 runs per world)",
+                                                   "S3 crafted input (3 runs per world)"]
+    assert fig.axes[0].get_ylabel() == "test accuracy (%)"

@@ -160,7 +160,7 @@ def epsilon_vs_step(table: pd.DataFrame, title: str) -> plt.Figure:
         ax.set_xlabel("training step t")
         ax.set_ylabel("ε at δ (privacy loss, nats)")
     handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncol=3, frameon=False,
+    fig.legend(handles, labels, loc="outside lower center", ncol=2, frameon=False,
                fontsize="small")
     fig.suptitle(f"{title}\naudits under substitute adjacency; bands: ±2 standard errors over "
                  f"{n_rep} repeats")
@@ -180,8 +180,8 @@ def utility(table: pd.DataFrame, title: str) -> plt.Figure:
             ax.errorbar(d["step"], 100 * d["accuracy"], yerr=200 * d["se"].fillna(0.0),
                         label=world, color=color, marker="o", markersize=3, capsize=3)
         runs = int(sub["n_runs"].max())
-        title = SCENARIOS[scenario].title if scenario in SCENARIOS else scenario
-        ax.set_title(f"{title} ({runs} runs per world)")
+        name = SCENARIOS[scenario].title if scenario in SCENARIOS else scenario
+        ax.set_title(f"{name} ({runs} runs per world)")
         ax.set_xlabel("training step t")
         ax.set_ylabel("test accuracy (%)")
         ax.legend(fontsize="small")
