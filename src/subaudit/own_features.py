@@ -15,7 +15,6 @@ mismatched file stops the run before any job, naming the key.
 
 from __future__ import annotations
 
-import hashlib
 import zipfile
 from functools import lru_cache
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from subaudit.data import Dataset, split
+from subaudit.data import Dataset, file_digest, split
 from subaudit.validation import ParameterError
 
 __all__ = ["NAME", "check", "features", "read"]
@@ -34,19 +33,11 @@ NAME = "own-features"
 _PARTS = ("aux", "test")
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 @lru_cache(maxsize=8)
 def _read(path: str, size: int, mtime_ns: int, checksum: str) -> dict[str, np.ndarray]:
     """The verified arrays of a file (cached by path, size and mtime within one process)."""
     file = Path(path)
-    digest = _sha256(file)
+    digest = file_digest(file)
     if digest != checksum.lower():
         raise ParameterError("checksum", checksum,
                              f"the sha256 of {path}, which is {digest} (is it the file you meant?)")

@@ -29,8 +29,8 @@ rule calibrate_natural:
     params:
         target_epsilon=knob("target_epsilon"),
         steps=knob("steps"),
-        checkpoints=lambda wc: [int(t) for t in checkpoints(values(wc)["steps"],
-                                                            values(wc)["every"])],
+        checkpoints=lambda wc: [int(t) for t in checkpoints(*map(values(wc).get,
+                                                                  ("steps", "every")))],
         q=knob("q"),
         delta=config["delta"],
     log:
