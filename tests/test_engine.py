@@ -272,6 +272,23 @@ def _small_mlp_scores(batching: str = "auto", device: str = "cpu") -> np.ndarray
                  device=device, progress=False).scores
 
 
+def test_gather_overflow_is_exact_and_per_run(monkeypatch):
+    """Records beyond a run's gather slots go through overflow slots of its block only:
+    the same training (to rounding) as slots covering every batch, and a run's scores
+    still depend on nothing but its own draws."""
+    wide = _scores(TABULAR, np.arange(64), init="random")
+    monkeypatch.setattr(engine, "_SLOT_MAIN_TAIL", 0.3)       # most blocks overflow each step
+    n, q = TABULAR["n"], TABULAR["q"]
+    assert engine.gather_slots(n, q, 0.3) < engine.gather_slots(n, q, 1e-3)
+    shard = _scores(TABULAR, np.arange(64), init="random")
+    np.testing.assert_allclose(shard, wide, rtol=1e-5, atol=1e-6)
+    assert not np.array_equal(shard, wide)                      # the overflow path ran
+    small = _scores(TABULAR, np.arange(64), memory_mb=1e-3, init="random")
+    alone = _scores(TABULAR, [37], init="random")
+    assert np.array_equal(shard, small)
+    assert np.array_equal(alone[:, 0], shard[:, 37])
+
+
 def test_dense_and_gather_agree():
     np.testing.assert_allclose(_small_mlp_scores("dense"), _small_mlp_scores("gather"),
                                rtol=1e-10, atol=1e-12)
@@ -341,6 +358,8 @@ def test_gather_slots_cover_the_binomial_tail():
         slots = engine.gather_slots(n, q)
         assert stats.binom.sf(slots, n, q) < 1e-14
         assert slots % 8 == 0 or slots == n
+        main = engine.gather_slots(n, q, 1e-3)
+        assert stats.binom.sf(main, n, q) < 1e-3 < stats.binom.sf(main - 8, n, q)
     assert engine.gather_slots(500, 1.0) == 500
 
 

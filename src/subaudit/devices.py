@@ -26,3 +26,14 @@ def resolve_device(device: Any = "auto") -> str:
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ParameterError("device", device, "'cpu' or 'auto' (CUDA is not available here)")
     return str(dev)
+
+
+def use_threads(threads: int) -> None:
+    """Let torch compute on ``threads`` cores in this process (a workflow job's share).
+
+    A run's numbers do not depend on it (tested); throughput does: on 2 cores two one-thread
+    training jobs did 1.2-1.3x the work of one two-thread job.
+    """
+    import torch
+
+    torch.set_num_threads(max(1, int(threads)))

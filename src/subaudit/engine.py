@@ -116,7 +116,9 @@ BATCHINGS: tuple[str, ...] = ("auto", "dense", "gather")
 #: product differs by its position among 16), so a run keeps its slot.
 MIN_CHUNK = 16
 
-#: Gather slots cover a run's batch except with this probability per step.
+#: Gather slots cover a run's batch except with probability ``_SLOT_MAIN_TAIL`` per step;
+#: the rare excess goes through overflow slots that cover it except with ``_SLOT_TAIL``.
+_SLOT_MAIN_TAIL = 1e-3
 _SLOT_TAIL = 1e-15
 
 #: ``auto`` batching gathers when the slots are fewer than this fraction of the
@@ -444,14 +446,15 @@ def init_params(
 # --------------------------------------------------------------------------- batching
 
 
-def gather_slots(n: int, q: float) -> int:
-    """Slots per run in gather batching: the (1 - 1e-15) quantile of Binomial(n, q).
+def gather_slots(n: int, q: float, tail: float = _SLOT_TAIL) -> int:
+    """Slots covering a run's sample but with probability ``tail``: the ``1 - tail``
+    quantile of Binomial(n, q), rounded up to a multiple of 8.
 
     A function of n and q only, so products have the same shapes in every chunk.
     """
     if q >= 1.0:
         return n
-    k = int(stats.binom.isf(_SLOT_TAIL, n, q)) + 1
+    k = int(stats.binom.isf(tail, n, q)) + 1
     return min(n, max(8, -(-k // 8) * 8))
 
 
@@ -578,7 +581,8 @@ class _Setup:
     canary: Canary | None
     dp: DPConfig
     batching: str
-    slots: int
+    slots: int          # gather slots per run, then ``overflow`` more for the rare excess
+    overflow: int
     device: torch.device
     dtype: torch.dtype
 
@@ -622,13 +626,14 @@ def _shared_rows(s: _Setup) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return x, onehot, (x * x).sum(-1) + 1
 
 
-def _make_batch(s: _Setup, masks: torch.Tensor, bits: torch.Tensor, shared_rows) -> _Batch:
-    """This step's rows and weights for a chunk; ``masks`` is (R, n_records) bool and
-    ``bits`` (R, m) bool."""
+def _make_batch(s: _Setup, masks: torch.Tensor, bits: torch.Tensor, table) -> _Batch:
+    """This step's rows and weights for a chunk; ``masks`` is (R, n_records) bool, ``bits``
+    (R, m) bool and ``table`` the rows of :func:`_shared_rows`.  Gather batching packs each
+    run's first ``s.slots`` sampled records (ascending) and its canary rows."""
     n = s.n
     rows = _input_rows(s)
     if s.batching == "dense":
-        x, onehot, x_sq = shared_rows
+        x, onehot, x_sq = table
         weight = masks[:, :n]
         if rows is not None:
             cols = [weight]
@@ -637,24 +642,62 @@ def _make_batch(s: _Setup, masks: torch.Tensor, bits: torch.Tensor, shared_rows)
                 cols += [(canary_in & bits[:, i])[:, None], (canary_in & ~bits[:, i])[:, None]]
             weight = torch.cat(cols, dim=1)
         return _Batch(x, onehot, x_sq, weight.to(s.dtype), shared=True)
-    # gather: each run's sampled records packed, ascending, into s.slots slots.
-    base = masks[:, :n]
-    counts = base.sum(1)
-    slots = max(s.slots, int(counts.max()))  # more only with probability < 1e-15 per step
-    rr, ii = base.nonzero(as_tuple=True)
-    pos = base.cumsum(1)[rr, ii] - 1
-    idx = torch.zeros(masks.shape[0], slots, dtype=torch.long, device=masks.device)
-    idx[rr, pos] = ii
-    weight = torch.arange(slots, device=masks.device)[None, :] < counts[:, None]
-    x, y = s.data.x[idx], s.data.y[idx]
+    idx, weight = _slots(masks[:, :n], 0, s.slots)
     if rows is not None:
-        for i in range(s.m):
-            which = torch.where(bits[:, i], 0, 1)
-            x = torch.cat([x, rows[0][i][which][:, None, :]], dim=1)
-            y = torch.cat([y, rows[1][i][which][:, None]], dim=1)
+        # z of canary i is table row n + 2i, z' row n + 2i + 1.
+        pick = n + 2 * torch.arange(s.m, device=masks.device) + (~bits).long()
+        idx = torch.cat([idx, pick], dim=1)
         weight = torch.cat([weight, masks[:, n:n + s.m]], dim=1)
-    onehot = torch.nn.functional.one_hot(y, s.model.num_classes).to(s.dtype)
-    return _Batch(x, onehot, (x * x).sum(-1) + 1, weight.to(s.dtype), shared=False)
+    return _gathered(table, idx, weight, s.dtype)
+
+
+def _slots(base: torch.Tensor, lo: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Row indices (R, width) of each run's sampled records number lo .. lo + width - 1
+    (ascending; unused slots point at row 0) and whether each slot holds one."""
+    R, n = base.shape
+    pos = base.cumsum(1) - 1
+    take = base & (pos >= lo) & (pos < lo + width)
+    slot = torch.where(take, pos - lo, width)                      # column ``width``: discarded
+    idx = torch.zeros(R, width + 1, dtype=torch.long, device=base.device)
+    idx.scatter_(1, slot, torch.arange(n, device=base.device).expand(R, n))
+    counts = base.sum(1, keepdim=True)
+    weight = torch.arange(lo, lo + width, device=base.device)[None, :] < counts
+    return idx[:, :width], weight
+
+
+def _gathered(table, idx: torch.Tensor, weight: torch.Tensor, dtype: torch.dtype) -> _Batch:
+    x, onehot, x_sq = table
+    R, width = idx.shape
+    flat = idx.reshape(-1)
+    return _Batch(torch.index_select(x, 0, flat).view(R, width, x.shape[1]),
+                  torch.index_select(onehot, 0, flat).view(R, width, onehot.shape[1]),
+                  torch.index_select(x_sq, 0, flat).view(R, width), weight.to(dtype),
+                  shared=False)
+
+
+def _add_overflow(s: _Setup, params: Sequence[torch.Tensor], masks: torch.Tensor, table,
+                  clip: float, grads: Sequence[torch.Tensor]) -> None:
+    """Add the clipped gradients of records beyond a run's ``s.slots`` gather slots.
+
+    Only aligned blocks holding such a run are computed (each run in its own slot of
+    ``MIN_CHUNK``, with ``s.overflow`` more slots), and only those runs' sums change, so a
+    run's numbers still depend on its own sample alone.
+    """
+    base = masks[:, :s.n]
+    counts = base.sum(1)
+    over = counts > s.slots
+    if not bool(over.any()):
+        return
+    blocks = torch.unique(torch.nonzero(over)[:, 0] // MIN_CHUNK)
+    sub = (blocks[:, None] * MIN_CHUNK + torch.arange(MIN_CHUNK, device=masks.device)).reshape(-1)
+    width = max(s.overflow, int(counts.max()) - s.slots)  # more only with probability < 1e-15
+    idx, weight = _slots(base[sub], s.slots, width)
+    sub_params = [p[sub] for p in params]
+    extra = [torch.empty_like(p) for p in sub_params]
+    _clipped_sum(sub_params, _gathered(table, idx, weight, s.dtype), clip, extra)
+    has = over[sub]
+    for g, e in zip(grads, extra):
+        g[sub[has]] += e[has]
 
 
 def flat_params(params: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -683,8 +726,8 @@ def _train_chunk(
     if dp.optimizer == "sgd":
         opt: torch.optim.Optimizer = torch.optim.SGD(params, lr=dp.lr)
     else:
-        opt = torch.optim.Adam(params, lr=dp.lr, betas=dp.betas, eps=dp.eps)
-    shared_rows = _shared_rows(s) if s.batching == "dense" else None
+        opt = torch.optim.Adam(params, lr=dp.lr, betas=dp.betas, eps=dp.eps, fused=True)
+    table = _shared_rows(s)
     if s.canary is None:
         scorer = lambda _params: torch.full((R, 1), math.nan, dtype=torch.float64)  # noqa: E731
     else:
@@ -715,7 +758,9 @@ def _train_chunk(
             break
         _draw_step(streams, uniforms, noise)
         masks = (all_in if uniforms is None else uniforms < dp.sampling_rate).to(dev)
-        _clipped_sum(params, _make_batch(s, masks, bits, shared_rows), dp.clip, grads)
+        _clipped_sum(params, _make_batch(s, masks, bits, table), dp.clip, grads)
+        if s.batching == "gather":
+            _add_overflow(s, params, masks, table, dp.clip, grads)
         noise_dev = noise.to(dev)
         if canary_g is not None:
             canary_step = canary_g[0] * masks[:, s.n, None].to(dt)
@@ -832,7 +877,9 @@ def train(
     data = Records(data.x.to(dev, dtype), data.y.to(dev, torch.long))
     if canary is not None:
         canary = canary.to(dev, dtype)
-    setup = _Setup(model, data, canary, dp, mode, gather_slots(n, dp.sampling_rate), dev, dtype)
+    slots = gather_slots(n, dp.sampling_rate, _SLOT_MAIN_TAIL)
+    setup = _Setup(model, data, canary, dp, mode, slots,
+                   gather_slots(n, dp.sampling_rate) - slots, dev, dtype)
     steps_out = checkpoints(dp.steps, score_every)
     test_rows = n + 2 if test is None else min(test.x.shape[0], n + 2)
     test_dev = None if test is None else Records(test.x.to(dev, dtype), test.y.to(dev, torch.long))

@@ -3,16 +3,17 @@
 
 
 rule calibrate_s1:
-    """Noise multiplier reaching the target eps_S, and eps_AR / eps_S / group eps at it."""
+    """Noise multipliers reaching each target eps_S at one q, and eps_AR / eps_S / group eps
+    at them."""
     output:
-        "results/accounting/s1/q{q}_eps{eps}.json",
+        s1_files("calibration"),
     params:
         q=lambda wc: float(wc.q),
-        target_epsilon=lambda wc: float(wc.eps),
+        target_epsilons=S1["target_epsilons"],
         steps=S1["steps"],
         delta=config["delta"],
     log:
-        "logs/accounting/s1/q{q}_eps{eps}.log",
+        "logs/accounting/s1/q{q}.log",
     resources:
         mem_mb=2000,
         runtime=30,

@@ -19,7 +19,6 @@ wildcard_constraints:
     exp=r"[A-Za-z][A-Za-z0-9-]*",
     scenario="|".join(SCENARIOS),
     key=r"[A-Za-z0-9.+-]+(_[A-Za-z0-9.+-]+)*",
-    audit=r"s1|natural/[A-Za-z][A-Za-z0-9-]*",
     q=r"[0-9.e+-]+",
     name=r"[^/]+",
     lo=r"\d+",
@@ -34,6 +33,25 @@ EXPERIMENTS = NAT["experiments"]
 S1_KEYS = [S.key(("q", "target_epsilon", "repeat"), {"q": q, "target_epsilon": e, "repeat": r})
            for q in S1["sampling_rates"] for e in S1["target_epsilons"]
            for r in range(S1["repeats"])]
+# What S1 files of one q exist: a calibration per target, scores and estimates per repeat.
+_S1_FILES = {
+    "calibration": ("results/accounting/s1/{key}.json", ("target_epsilon",)),
+    "scores": ("results/s1/scores/{key}.npz", ("target_epsilon", "repeat")),
+    "estimates": ("results/s1/estimates/{key}.json", ("target_epsilon", "repeat")),
+}
+
+
+def s1_values(q):
+    """Knob values of the S1 audits at q (a wildcard string), in file order."""
+    return [{"q": float(q), "target_epsilon": e, "repeat": r}
+            for e in S1["target_epsilons"] for r in range(S1["repeats"])]
+
+
+def s1_files(kind):
+    """The S1 files of one kind at the wildcard q (q is a key's first knob)."""
+    template, knobs = _S1_FILES[kind]
+    keys = dict.fromkeys(S.key(knobs, v) for v in s1_values(1.0))     # one per target for calibrations
+    return [template.format(key="q{q}_" + k) for k in keys]
 S1_CHECKPOINTS = sorted({*range(S1["every"], S1["steps"] + 1, S1["every"]), S1["steps"]})
 
 # Natural-data audits: the base grid of every experiment, then the declared variations.
@@ -139,16 +157,6 @@ def training_inputs(wc):
     if SCENARIOS[wc.scenario].removes_target:
         out["target"] = artifact("target", wc)
     return out
-
-
-def estimate_seed(wc):
-    """Seed of the estimators' selection/evaluation split of one score file."""
-    if wc.audit == "s1":
-        return S.seed(config["seed"], "s1-estimate", S.parse_key(wc.name))
-    scenario, key = wc.name.split("_", 1)
-    v = {"experiment": wc.audit.removeprefix("natural/"), "scenario": scenario,
-         **S.parse_key(key)}
-    return S.seed(config["seed"], "estimate", v)
 
 
 def experiment_settings(name):

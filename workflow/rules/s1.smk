@@ -1,29 +1,24 @@
-# Phase: S1 worst-case dataset canary audit (simulated DP-SGD gradient sums); the one estimate
-# rule, for S1 and natural-data audits alike.
-
-
-# Estimating epsilon from a score file takes seconds: run where the workflow was started.
-localrules:
-    estimate,
+# Phase: S1 worst-case dataset canary audit (simulated DP-SGD gradient sums).  A job covers
+# one sampling rate: its simulations take seconds each, less than a job's start-up.
 
 
 rule simulate_s1:
-    """Scores of runs_per_world runs with D and as many with D' at the calibrated sigma."""
+    """Scores of runs_per_world runs with D and as many with D', for every target eps_S and
+    repeat at one q, each at its calibrated sigma."""
     input:
-        calibration=lambda wc: "results/accounting/s1/q{q}_eps{eps}.json".format(
-            q=fmt(values(wc)["q"]), eps=fmt(values(wc)["target_epsilon"])),
+        s1_files("calibration"),
     output:
-        "results/s1/scores/{key}.npz",
+        s1_files("scores"),
     params:
         steps=S1["steps"],
         runs_per_world=S1["runs_per_world"],
         adjacency=S1["adjacency"],
         checkpoints=S1_CHECKPOINTS,
-        seed=seed("s1"),
+        seeds=lambda wc: [S.seed(config["seed"], "s1", v) for v in s1_values(wc.q)],
     log:
-        "logs/s1/simulate/{key}.log",
+        "logs/s1/simulate_q{q}.log",
     benchmark:
-        "logs/benchmarks/s1/simulate_{key}.tsv"
+        "logs/benchmarks/s1/simulate_q{q}.tsv"
     resources:
         mem_mb=4000,
         runtime=30,
@@ -33,19 +28,20 @@ rule simulate_s1:
         "../scripts/simulate_s1.py"
 
 
-rule estimate:
-    """Empirical lower bounds on epsilon at every recorded step, per estimator."""
+rule estimate_s1:
+    """Empirical lower bounds on epsilon at every recorded step, per estimator, for the S1
+    score files of one q."""
     input:
-        "results/{audit}/scores/{name}.npz",
+        s1_files("scores"),
     output:
-        "results/{audit}/estimates/{name}.json",
+        s1_files("estimates"),
     params:
         delta=config["delta"],
         alpha=config["alpha"],
         estimators=config["estimators"],
-        seed=estimate_seed,
+        seeds=lambda wc: [S.seed(config["seed"], "s1-estimate", v) for v in s1_values(wc.q)],
     log:
-        "logs/{audit}/estimate_{name}.log",
+        "logs/s1/estimate_q{q}.log",
     resources:
         mem_mb=2000,
         runtime=10,

@@ -3,12 +3,14 @@
 import torch
 
 from subaudit import logs
+from subaudit.devices import use_threads
 from subaudit.audit import load_features, model_for, save_canary
 from subaudit.engine import DPConfig
 from subaudit.io import read_json, read_npz, write_json
 from subaudit.scenarios import CraftInputs, get
 
 log = logs.to_file(snakemake.log[0])
+use_threads(snakemake.threads)
 p, scenario = snakemake.params, get(snakemake.wildcards.scenario)
 feats = load_features(snakemake.input.features)
 model = model_for(feats, p.hidden)

@@ -1,16 +1,17 @@
-"""Snakemake adapter: empirical epsilon of one audit's score file at every recorded step."""
+"""Snakemake adapter: empirical epsilon at every recorded step of S1 score files."""
 
 from subaudit import logs
-from subaudit.scores import read_scores
 from subaudit.io import write_json
+from subaudit.scores import read_scores
 from subaudit.tables import step_estimates
 
 log = logs.to_file(snakemake.log[0])
 p = snakemake.params
-scores = read_scores(snakemake.input[0])
-records = step_estimates(scores.scores, scores.bits, scores.steps, p.delta, p.alpha,
-                         p.estimators, p.seed)
-for rec in records:
-    rec.update(scores.setting, sigma=scores.sigma)
-log.info("final step: %s", [r for r in records if r["step"] == int(scores.steps[-1])])
-write_json(snakemake.output[0], {"estimates": records})
+for path, out, seed in zip(snakemake.input, snakemake.output, p.seeds):
+    scores = read_scores(path)
+    records = step_estimates(scores.scores, scores.bits, scores.steps, p.delta, p.alpha,
+                             p.estimators, seed)
+    for rec in records:
+        rec.update(scores.setting, sigma=scores.sigma)
+    log.info("%s final step: %s", path, [r for r in records if r["step"] == int(scores.steps[-1])])
+    write_json(out, {"estimates": records})

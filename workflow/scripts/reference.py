@@ -3,11 +3,13 @@
 import numpy as np
 
 from subaudit import logs
+from subaudit.devices import use_threads
 from subaudit.audit import load_features, model_for
 from subaudit.canaries import reference_model
 from subaudit.io import write_json, write_npz
 
 log = logs.to_file(snakemake.log[0])
+use_threads(snakemake.threads)
 p = snakemake.params
 feats = load_features(snakemake.input[0])
 model = model_for(feats, p.hidden)

@@ -1,20 +1,26 @@
-"""Snakemake adapter: simulate one repeat of the S1 audit at the calibrated sigma."""
+"""Snakemake adapter: simulate the S1 audits of one q (every target and repeat) at their
+calibrated sigmas."""
+
+from pathlib import Path
 
 import numpy as np
 
 from subaudit import logs
-from subaudit.scores import Scores, write_scores
 from subaudit.io import read_json
-from subaudit.settings import parse_key
+from subaudit.scores import Scores, write_scores
+from subaudit.settings import key, parse_key
 from subaudit.worst_case import simulate_s1
 
 log = logs.to_file(snakemake.log[0])
 p = snakemake.params
-cal = read_json(snakemake.input.calibration)
-audit = simulate_s1(cal["sigma"], cal["q"], p.steps, p.runs_per_world,
-                    adjacency=p.adjacency, seed=p.seed, checkpoints=p.checkpoints)
-log.info("simulated %d runs per world, sigma %.6g, q %g, seed %d",
-         p.runs_per_world, cal["sigma"], cal["q"], p.seed)
-write_scores(snakemake.output[0], Scores(
-    runs=np.arange(audit.labels.size), bits=audit.labels, steps=np.asarray(audit.steps),
-    scores=audit.scores, sigma=float(cal["sigma"]), setting=parse_key(snakemake.wildcards.key)))
+calibrations = {Path(f).stem: read_json(f) for f in snakemake.input}
+for out, seed in zip(snakemake.output, p.seeds):
+    setting = parse_key(Path(out).stem)
+    cal = calibrations[key(("q", "target_epsilon"), setting)]
+    audit = simulate_s1(cal["sigma"], cal["q"], p.steps, p.runs_per_world,
+                        adjacency=p.adjacency, seed=seed, checkpoints=p.checkpoints)
+    log.info("%s: %d runs per world, sigma %.6g, seed %d", Path(out).stem, p.runs_per_world,
+             cal["sigma"], seed)
+    write_scores(out, Scores(runs=np.arange(audit.labels.size), bits=audit.labels,
+                             steps=np.asarray(audit.steps), scores=audit.scores,
+                             sigma=float(cal["sigma"]), setting=setting))

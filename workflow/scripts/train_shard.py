@@ -4,12 +4,13 @@ import numpy as np
 
 from subaudit import logs
 from subaudit.audit import audit_data, load_canary, load_setting
-from subaudit.devices import resolve_device
+from subaudit.devices import resolve_device, use_threads
 from subaudit.engine import train
 from subaudit.scores import Scores, run_bits, write_scores
 from subaudit.settings import parse_key
 
 log = logs.to_file(snakemake.log[0])
+use_threads(snakemake.threads)
 p, wc, inp = snakemake.params, snakemake.wildcards, snakemake.input
 feats, model, target, dp = load_setting(
     inp.features, inp.calibration, inp.get("target"),

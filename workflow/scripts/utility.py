@@ -5,13 +5,14 @@ import pandas as pd
 
 from subaudit import logs
 from subaudit.audit import audit_data, load_canary, load_setting
-from subaudit.devices import resolve_device
+from subaudit.devices import resolve_device, use_threads
 from subaudit.engine import train
 from subaudit.io import write_csv
 from subaudit.scenarios import get
 from subaudit.schedule import checkpoints
 
 log = logs.to_file(snakemake.log[0])
+use_threads(snakemake.threads)
 p, inp = snakemake.params, snakemake.input
 scenario = get(snakemake.wildcards.scenario)
 feats, model, target, dp = load_setting(

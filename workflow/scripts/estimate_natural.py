@@ -1,0 +1,22 @@
+"""Snakemake adapter: merge the shards of one audit setting (complete, sorted by run) and
+estimate epsilon at every recorded step."""
+
+from subaudit import logs
+from subaudit.io import write_json
+from subaudit.scores import merge_shards, read_scores, write_scores
+from subaudit.settings import parse_key
+from subaudit.tables import step_estimates
+
+log = logs.to_file(snakemake.log[0])
+p, wc = snakemake.params, snakemake.wildcards
+parts = [read_scores(f) for f in snakemake.input]
+setting = {"experiment": wc.exp, "scenario": wc.scenario, **parse_key(wc.key)}
+merged = merge_shards(parts, p.runs, setting)
+log.info("merged %d shards, %d runs", len(parts), len(merged.runs))
+write_scores(snakemake.output.scores, merged)
+records = step_estimates(merged.scores, merged.bits, merged.steps, p.delta, p.alpha,
+                         p.estimators, p.seed)
+for rec in records:
+    rec.update(merged.setting, sigma=merged.sigma)
+log.info("final step: %s", [r for r in records if r["step"] == int(merged.steps[-1])])
+write_json(snakemake.output.estimates, {"estimates": records})
