@@ -86,4 +86,5 @@ def test_push_pull_restores_results_and_snakemake_state(tmp_path, repo_root):
     params = yaml.safe_load((clone / "params.yaml").read_text())
     params["alpha"] = 0.1
     write_params(clone, params)
-    assert job_counts(clone) == {"all": 1, "estimate": 20, "epsilon_vs_target": 1, "epsilon_vs_step": 3}
+    assert job_counts(clone) == {"all": 1, "estimate_s1": 2, "estimate_natural": 12,
+                                 "epsilon_vs_target": 1, "epsilon_vs_step": 3}

@@ -59,10 +59,10 @@ class _CanaryDPOptimizer(DPOptimizer):
 
 
 def _opacus_run(model: MLP, data: Records, canary, dp: DPConfig, run: int, bit: int,
-                init, dtype, monkeypatch) -> list[torch.Tensor]:
-    """One run trained by Opacus with the run's masks and noise draws."""
-    streams = RunStreams(SEED, run)
-    module = model.torch_module().to(dtype)
+                init, dtype, monkeypatch, device: str = "cpu") -> list[torch.Tensor]:
+    """One run trained by Opacus on ``device`` with the run's masks and noise draws."""
+    streams = RunStreams(SEED, run, device)
+    module = model.torch_module().to(device, dtype)
     with torch.no_grad():
         for p, p0 in zip(module.parameters(), init_params(model, [streams], init, dtype)):
             p.copy_(p0[0])
@@ -75,17 +75,17 @@ def _opacus_run(model: MLP, data: Records, canary, dp: DPConfig, run: int, bit: 
         base, noise_multiplier=dp.noise_multiplier, max_grad_norm=dp.clip,
         expected_batch_size=dp.sampling_rate * n_records, loss_reduction="mean")
 
-    x, y = data.x, data.y
+    x, y = data.x.to(device), data.y.to(device)
     if isinstance(canary, InputCanary):
-        x = torch.cat([x, canary.x[0 if bit else 1][None]])
-        y = torch.cat([y, canary.y[0 if bit else 1][None]])
+        x = torch.cat([x, canary.x[0 if bit else 1][None].to(device)])
+        y = torch.cat([y, canary.y[0 if bit else 1][None].to(device)])
     shapes = model.shapes
     offsets = np.cumsum([0] + [math.prod(s) for s in shapes])
     pending: list[torch.Tensor] = []
 
     def fed_noise(std, reference, generator=None, secure_mode=False):
         if not pending:
-            xi = streams.draw_noise(torch.empty(model.num_params, dtype=dtype))
+            xi = streams.draw_noise(torch.empty(model.num_params, dtype=dtype, device=device))
             pending.extend(xi[lo:hi].reshape(s) for s, lo, hi in
                            zip(shapes, offsets[:-1], offsets[1:]))
         return std * pending.pop(0).view(reference.shape)
@@ -94,15 +94,15 @@ def _opacus_run(model: MLP, data: Records, canary, dp: DPConfig, run: int, bit: 
     criterion = torch.nn.CrossEntropyLoss()
     for _ in range(dp.steps):
         if dp.sampling_rate == 1.0:
-            mask = torch.ones(n_records, dtype=torch.bool)
+            mask = torch.ones(n_records, dtype=torch.bool, device=device)
         else:
-            mask = streams.draw_uniform(torch.empty(n_records)) < dp.sampling_rate
+            mask = streams.draw_uniform(torch.empty(n_records, device=device)) < dp.sampling_rate
         opt.canary_step = None
         rows = mask.clone()
         if isinstance(canary, GradientCanary):
             rows = mask[:n]
             if mask[n]:
-                g = canary.g[0 if bit else 1].to(dtype)
+                g = canary.g[0 if bit else 1].to(device, dtype)
                 opt.canary_step = [g[lo:hi].reshape(s) for s, lo, hi in
                                    zip(shapes, offsets[:-1], offsets[1:])]
         assert rows.any(), "pick a seed without empty batches"
@@ -122,6 +122,8 @@ CASES = [
     ((12, 7, 4), "adam", "gradient", 0.5, "random", "gather"),
     ((12, 7, 4), "sgd", "input", 0.5, "random", "gather"),
     ((12, 7, 4), "sgd", "gradient", 1.0, "given", "dense"),
+    ((12, 4), "sgd", "input", 0.5, "zero", "sampled"),
+    ((12, 4), "adam", "gradient", 0.5, "random", "sampled"),
 ]
 
 
@@ -199,7 +201,9 @@ def test_canary_moves_the_score_the_right_way():
 # ---------------------------------------------------------------- determinism
 
 IMAGE = dict(sizes=(768, 10), n=500, q=1.0, batching="dense")
+SAMPLED = dict(sizes=(768, 10), n=500, q=0.0625, batching="sampled")
 TABULAR = dict(sizes=(120, 32, 8), n=400, q=0.125, batching="gather")
+WORKLOADS = {"image-head": IMAGE, "image-head-small-q": SAMPLED, "tabular-mlp": TABULAR}
 
 
 def _workload(w, steps=3):
@@ -219,7 +223,7 @@ def _scores(w, runs, memory_mb=2048, init="zero"):
                  progress=False).scores
 
 
-@pytest.mark.parametrize("w", [IMAGE, TABULAR], ids=["image-head", "tabular-mlp"])
+@pytest.mark.parametrize("w", WORKLOADS.values(), ids=WORKLOADS.keys())
 def test_run_scores_do_not_depend_on_the_batch(w):
     init = "random" if w is TABULAR else "zero"
     shard = _scores(w, np.arange(1000), memory_mb=10**6, init=init)        # one chunk of 1,000
@@ -236,16 +240,17 @@ import sys, numpy as np, torch
 torch.set_num_threads(int(sys.argv[1]))
 sys.path.insert(0, sys.argv[2])
 import test_engine as t
-np.save(sys.argv[3], t._scores(t.IMAGE, np.arange(40)))
+np.save(sys.argv[3], t._scores(t.WORKLOADS[sys.argv[4]], np.arange(40)))
 """
 
 
-def test_run_scores_do_not_depend_on_the_thread_count(tmp_path):
+@pytest.mark.parametrize("name", ["image-head", "image-head-small-q"])
+def test_run_scores_do_not_depend_on_the_thread_count(tmp_path, name):
     here = str(__import__("pathlib").Path(__file__).parent)
     out = []
     for threads in (1, 2):
         path = tmp_path / f"s{threads}.npy"
-        subprocess.run([sys.executable, "-c", _THREADS_SCRIPT, str(threads), here, str(path)],
+        subprocess.run([sys.executable, "-c", _THREADS_SCRIPT, str(threads), here, str(path), name],
                        check=True)
         out.append(np.load(path))
     assert np.array_equal(out[0], out[1])
@@ -261,13 +266,13 @@ def test_noise_stream_is_the_same_in_blocks():
     assert not torch.equal(RunStreams(1, 6).draw_noise(torch.empty(50)), first[0])
 
 
-def _small_mlp_scores(batching: str = "auto", device: str = "cpu") -> np.ndarray:
+def _small_mlp_scores(batching: str = "auto", device: str = "cpu", runs=range(20)) -> np.ndarray:
     model = MLP((20, 16, 3))
     data = _data(200, 20, 3, seed=6, dtype=torch.float64)
     canary = InputCanary(data.x[:2].clone(), torch.tensor([0, 2]))
     dp = DPConfig(steps=8, sampling_rate=0.1, noise_multiplier=0.5, clip=1.0, lr=0.05,
                   optimizer="adam")
-    return train(model, data, canary, dp, seed=3, runs=range(20), bits=[0, 1] * 10,
+    return train(model, data, canary, dp, seed=3, runs=runs, bits=np.asarray(runs) % 2,
                  score_every=4, init="random", batching=batching, dtype=torch.float64,
                  device=device, progress=False).scores
 
@@ -292,6 +297,15 @@ def test_gather_overflow_is_exact_and_per_run(monkeypatch):
 def test_dense_and_gather_agree():
     np.testing.assert_allclose(_small_mlp_scores("dense"), _small_mlp_scores("gather"),
                                rtol=1e-10, atol=1e-12)
+
+
+def test_dense_and_sampled_agree():
+    """A linear head trained on the sampled pairs only, as the dense products would."""
+    dense = dict(SAMPLED, batching="dense")
+    np.testing.assert_allclose(_scores(SAMPLED, np.arange(32)), _scores(dense, np.arange(32)),
+                               rtol=1e-4, atol=1e-5)
+    with pytest.raises(ParameterError, match="linear head"):
+        _train_with(model=MLP((4, 5, 3)), batching="sampled")
 
 
 def test_accuracy_and_observe():
@@ -364,9 +378,26 @@ def test_gather_slots_cover_the_binomial_tail():
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
-def test_cuda_matches_cpu():
-    np.testing.assert_allclose(_small_mlp_scores(device="cpu"), _small_mlp_scores(device="cuda"),
-                               rtol=1e-9, atol=1e-11)
+def test_cuda_equals_opacus_with_the_device_draws(monkeypatch):
+    """On a GPU the masks and noise are drawn there; Opacus fed the same device draws ends
+    at the same parameters, and a run's scores do not depend on its chunk."""
+    model = MLP((12, 7, 4))
+    data = _data(24, 12, 4, seed=1)
+    canary = InputCanary(torch.randn(2, 12, dtype=torch.float64) * 3, torch.tensor([1, 3]))
+    dp = DPConfig(steps=6, sampling_rate=0.5, noise_multiplier=0.7, clip=1.5, lr=0.01,
+                  optimizer="adam")
+    res = train(model, data, canary, dp, seed=SEED, runs=[0, 1], bits=[1, 0], score_every=3,
+                init="random", dtype=torch.float64, keep_params=True, device="cuda",
+                progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for i, (run, bit) in enumerate([(0, 1), (1, 0)]):
+            ref = _opacus_run(model, data, canary, dp, run, bit, "random", torch.float64,
+                              monkeypatch, device="cuda")
+            for mine, theirs in zip(res.params, ref):
+                np.testing.assert_allclose(mine[i], theirs.cpu().numpy(), rtol=1e-9, atol=1e-11)
+    chunk = _small_mlp_scores(device="cuda")
+    assert np.array_equal(chunk[:, [5]], _small_mlp_scores(device="cuda", runs=[5]))
 
 
 # ---------------------------------------------------------------- the canary protocol

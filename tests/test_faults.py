@@ -63,7 +63,7 @@ def test_killed_shard_is_recomputed_alone_and_bit_for_bit(tmp_path, repo_root):
     leftovers = [p.name for p in (wd / SHARDS).iterdir() if p != first]
     assert all(name.startswith(".") and name.endswith(".tmp.npz") for name in leftovers)
     # only the killed shard, then what follows it
-    assert job_counts(wd, MERGED) == {"train_shard": 1, "merge_scores": 1}
+    assert job_counts(wd, MERGED) == {"train_shard": 1, "estimate_natural": 1}
     # Snakemake itself was killed: release its lock, as its message says, then rerun.
     assert snakemake(wd, "--unlock").returncode == 0
     proc = snakemake(wd, MERGED)

@@ -107,13 +107,15 @@ def test_param_change_reruns_only_dependent_jobs(workdir):
     try:
         params["s1"]["runs_per_world"] = 600
         write_params(workdir, params)
-        assert job_counts(workdir) == {"all": 1, "simulate_s1": 8, "estimate": 8, "epsilon_vs_target": 1}
+        assert job_counts(workdir) == {"all": 1, "simulate_s1": 2, "estimate_s1": 2,
+                                       "epsilon_vs_target": 1}
 
         params["s1"]["runs_per_world"] = 500
         params["alpha"] = 0.1
         write_params(workdir, params)
-        # 8 S1 estimates and 12 natural ones (3 experiments x 4 scenarios)
-        assert job_counts(workdir) == {"all": 1, "estimate": 20, "epsilon_vs_target": 1, "epsilon_vs_step": 3}
+        # S1 estimates (one job per q) and 12 natural ones (3 experiments x 4 scenarios)
+        assert job_counts(workdir) == {"all": 1, "estimate_s1": 2, "estimate_natural": 12,
+                                       "epsilon_vs_target": 1, "epsilon_vs_step": 3}
 
         params["alpha"] = 0.05
         params["ratio_grid"]["noise_multipliers"] = [3.0, 7.0]
@@ -123,18 +125,18 @@ def test_param_change_reruns_only_dependent_jobs(workdir):
         params["ratio_grid"]["noise_multipliers"] = [3.0, 6.0]
         params["s1"]["sampling_rates"] = [1.0, 0.5]
         write_params(workdir, params)
-        # only the new q's settings are computed; q = 1 is untouched
-        assert job_counts(workdir) == {"all": 1, "calibrate_s1": 2, "simulate_s1": 4,
-                                       "estimate": 4, "epsilon_vs_target": 1}
+        # only the new q's settings are computed (one job each); q = 1 is untouched
+        assert job_counts(workdir) == {"all": 1, "calibrate_s1": 1, "simulate_s1": 1,
+                                       "estimate_s1": 1, "epsilon_vs_target": 1}
 
         params["s1"]["sampling_rates"] = [1.0, 0.25]
         params["natural"]["experiments"]["image"]["sampling_rates"] = [1.0, 0.5]
         write_params(workdir, params)
-        # one new q: its S2 canary, 4 scenarios x 2 shards, merges, estimates and the figure;
+        # one new q: its S2 canary, 4 scenarios x 2 shards, merged estimates and the figure;
         # features, reference model and S3-S5 canaries are untouched, and the calibration
         # at (q 0.5, T 4, k 2, eps 4) is the tabular experiment's, already there
         assert job_counts(workdir) == {"all": 1, "craft": 1, "train_shard": 8,
-                                       "merge_scores": 4, "estimate": 4, "epsilon_vs_step": 1}
+                                       "estimate_natural": 4, "epsilon_vs_step": 1}
 
         params["natural"]["experiments"]["image"]["sampling_rates"] = [1.0]
         params["natural"]["target_epsilon"] = 5.0
@@ -157,15 +159,14 @@ def test_variations_reuse_what_they_do_not_change(workdir):
         # another C: the S2 canary (crafted with C) and the shards; the reference model, the
         # S3 canary and the calibration do not depend on C; no figure changes
         assert job_counts(workdir) == {"all": 1, "craft": 1, "train_shard": 4,
-                                       "merge_scores": 2, "estimate": 2}
+                                       "estimate_natural": 2}
 
         params["natural"]["variations"] = [
             {"experiments": ["tabular"], "scenarios": ["S2"], "runs": [64]},
             {"experiments": ["tabular"], "scenarios": ["S2"], "runs": [32]}]   # = base: no-op
         write_params(workdir, params)
         # R = 64 keeps the two shards of runs 0-31 and trains the next two
-        assert job_counts(workdir) == {"all": 1, "train_shard": 2, "merge_scores": 1,
-                                       "estimate": 1}
+        assert job_counts(workdir) == {"all": 1, "train_shard": 2, "estimate_natural": 1}
         proc = snakemake(workdir)
         assert proc.returncode == 0, proc.stderr[-3000:]
         big = np.load(workdir / setting_path("scores", params, "tabular", "S2", runs=64))

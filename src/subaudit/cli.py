@@ -114,12 +114,13 @@ def _cmd_simulate_s1(args: argparse.Namespace) -> None:
 
 def _cmd_bench(args: argparse.Namespace) -> None:
     from subaudit.bench import format_table, run_bench
+    from subaudit.devices import resolve_device
 
     def say(msg: str) -> None:
         if not args.json:
             print(f"measuring {msg} ...", file=sys.stderr)
 
-    result = run_bench(quick=args.quick, progress=say)
+    result = run_bench(quick=args.quick, progress=say, device=resolve_device(args.device))
     _emit(result, args.json, format_table(result))
 
 
@@ -209,6 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = sub.add_parser("bench", help="training engine throughput vs Opacus and the matmul rate")
     sp.add_argument("--quick", action="store_true", help="fewer steps (under a minute)")
+    sp.add_argument("--device", default="cpu", help="cpu (default), cuda or auto")
     sp.add_argument("--json", action="store_true")
     sp.set_defaults(func=_cmd_bench)
 

@@ -49,22 +49,25 @@ all runs; per-example gradient norms use the closed form of a linear layer
 (``||g_i||^2 = sum_l ||delta_i^l||^2 (||a_i^{l-1}||^2 + 1)``) instead of
 materialising per-example gradients, which for R = 256 image heads would take
 4 GB.  At small q, ``gather`` batching packs each run's sampled records into a
-fixed number of slots and works per run (batched matrix products), doing about
-q of the dense work.
+fixed number of slots (covering its batch but with probability 1e-3) and works
+per run (batched matrix products), doing about q of the dense work; the rare
+excess goes through overflow slots, computed only for the blocks that need them.
 
 Determinism: run r's randomness comes only from ``(seed, r)``, through three
-CPU generators (initialisation, sampling, noise) consumed in a fixed pattern
-per step: one ``rand(n + 1)`` and one ``normal_`` of all P parameters.  Runs
-are trained in aligned blocks of :data:`MIN_CHUNK` consecutive indices, run r
-always in slot ``r % MIN_CHUNK``, and every product has shapes that depend on
-neither the other runs nor the chunking (gather slots depend only on n and q),
-so on CPU a run's scores are bitwise the same alone, in a chunk of 7 or of
+generators of its own (:class:`RunStreams`: initialisation on the CPU, sampling
+and noise on the training device) consumed in a fixed pattern per step: one
+``rand(n + 1)`` and one ``normal_`` of all P parameters.  Runs are trained in
+aligned blocks of :data:`MIN_CHUNK` consecutive indices, run r always in slot
+``r % MIN_CHUNK``, and every product has shapes that depend on neither the other
+runs nor the chunking (gather and overflow slots depend only on n and q), so on
+one device kind a run's scores are bitwise the same alone, in a chunk of 7 or of
 1,000, and for any thread count (tested).  Training a lone run costs a block.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from abc import ABC, abstractmethod
@@ -102,12 +105,13 @@ __all__ = [
     "TrainResult",
     "flat_params",
     "gather_slots",
+    "draw_step",
     "init_params",
     "train",
 ]
 
 OPTIMIZERS: tuple[str, ...] = ("sgd", "adam")
-BATCHINGS: tuple[str, ...] = ("auto", "dense", "gather")
+BATCHINGS: tuple[str, ...] = ("auto", "dense", "gather", "sampled")
 
 #: Runs are trained in aligned blocks of this many consecutive run indices.
 #: Batched products round a matrix differently by its position in the batch and
@@ -125,6 +129,8 @@ _SLOT_TAIL = 1e-15
 #: records and the first layer has at least this many outputs.
 _GATHER_BELOW = 0.5
 _GATHER_MIN_WIDTH = 32
+#: ``auto`` batching of a linear head computes only the sampled pairs at q below this.
+_SAMPLED_BELOW = 0.15
 
 #: Opacus' clip factor: min(1, C / (||g|| + 1e-6)).
 _CLIP_EPS = 1e-6
@@ -396,12 +402,19 @@ class RunStreams:
     q = 1, where every record is sampled) from ``mask`` and one ``normal_`` of
     ``P`` values from ``noise`` (parameters in order, weight then bias per
     layer); ``init`` is used once.  Tests feed Opacus from the same streams.
+
+    ``mask`` and ``noise`` live on ``device``, where the model is trained: torch's
+    Mersenne Twister on the CPU, its Philox generator on a GPU (so a GPU step copies
+    no random numbers from the host).  The two kinds draw different numbers from one
+    seed; on one device kind a run's numbers are the same alone or in any chunk.
+    ``init`` (used once) is always a CPU generator.
     """
 
-    def __init__(self, seed: int, run: int) -> None:
+    def __init__(self, seed: int, run: int, device: str | torch.device = "cpu") -> None:
         self.init = torch.Generator().manual_seed(derive_seed(seed, "run", int(run), "init"))
-        self.mask = torch.Generator().manual_seed(derive_seed(seed, "run", int(run), "mask"))
-        self.noise = torch.Generator().manual_seed(derive_seed(seed, "run", int(run), "noise"))
+        self.mask = torch.Generator(device).manual_seed(derive_seed(seed, "run", int(run), "mask"))
+        self.noise = torch.Generator(device).manual_seed(
+            derive_seed(seed, "run", int(run), "noise"))
 
     def draw_uniform(self, out: torch.Tensor) -> torch.Tensor:
         """One step's sampling uniforms (float32, one per record); ``< q`` samples."""
@@ -459,18 +472,26 @@ def gather_slots(n: int, q: float, tail: float = _SLOT_TAIL) -> int:
 
 
 def _choose_batching(batching: str, model: MLP, n: int, q: float) -> str:
-    """``auto``: gather when the slots are few and the first layer is wide.
+    """``auto``: for a linear head, ``sampled`` at small q, else ``dense``; for an MLP,
+    ``gather`` when the slots are few and the first layer is wide.
 
     Gathering copies each sampled row (d values) for ``2 * sizes[1]`` flops per
     value and per pass; with a narrow first layer (a linear head with K = 10)
     the copy and the narrow per-run products cost more than dense batching
     saves (measured: 768 -> 10 head, n = 500, q = 0.0625: dense 7,200,
     gather 4,100 model-steps/s; 600 -> 128 -> 100 MLP, n = 5,000, q = 0.25:
-    dense 47, gather 141).
+    dense 47, gather 141).  ``sampled`` computes a linear head's logits and weight
+    gradients of the sampled (run, record) pairs only, without copying rows.
     """
     check_choice(batching, "batching", BATCHINGS)
+    linear = len(model.sizes) == 2
+    if batching == "sampled" and not linear:
+        raise ParameterError("batching", batching, "'auto', 'dense' or 'gather' for an MLP "
+                             "('sampled' needs a linear head)")
     if batching != "auto":
         return batching
+    if linear:
+        return "sampled" if q < _SAMPLED_BELOW else "dense"
     few = gather_slots(n, q) < _GATHER_BELOW * (n + 1)
     return "gather" if few and model.sizes[1] >= _GATHER_MIN_WIDTH else "dense"
 
@@ -549,6 +570,53 @@ def _clipped_sum(
         else:
             torch.bmm(wd.transpose(1, 2), acts[layer], out=gw)
         torch.sum(wd, dim=1, out=gb)
+
+
+def _clipped_sum_sampled(
+    params: Sequence[torch.Tensor], batch: _Batch, clip: float, grads: Sequence[torch.Tensor]
+) -> None:
+    """:func:`_clipped_sum` of a linear head over the sampled (run, record) pairs only.
+
+    The logits of the pairs are one sampled matrix product (CSR pattern: row (r, k), a
+    column per record of run r's batch); each run's weight gradient is, per class, a
+    weighted sum of its sampled rows (an embedding bag).  Both compute every pair and
+    every bag on its own, so a run's numbers do not depend on the other runs.  The
+    class-sized steps in between (softmax, norms, clipping) are dense (R, K, rows).
+    """
+    w, b = params
+    gw, gb = grads
+    R, K, d = w.shape
+    x, x_sq, weight = batch.x, batch.x_sq, batch.weight
+    rows, dev = x.shape[0], x.device
+    run, rec = (weight != 0).nonzero(as_tuple=True)           # sampled pairs, by run then record
+    counts = torch.bincount(run, minlength=R)
+    start = torch.cumsum(counts, 0) - counts
+    rank = torch.arange(run.numel(), device=dev) - start[run]
+    k = torch.arange(K, device=dev)
+    # CSR entry of (pair, class): row (r, k) holds run r's records in order.
+    entry = (start[run] * K + rank)[:, None] + k[None, :] * counts[run][:, None]
+    cols = torch.empty(run.numel() * K, dtype=torch.long, device=dev)
+    cols[entry.reshape(-1)] = rec[:, None].expand(-1, K).reshape(-1)
+    where = torch.empty_like(cols)                            # each entry's place in (R, K, rows)
+    where[entry.reshape(-1)] = (((run * K)[:, None] + k[None, :]) * rows + rec[:, None]).reshape(-1)
+    offsets = torch.zeros(R * K + 1, dtype=torch.long, device=dev)
+    torch.cumsum(counts.repeat_interleave(K), 0, out=offsets[1:])
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Sparse CSR tensor support is in beta")
+        pattern = torch.sparse_csr_tensor(offsets, cols, b.reshape(-1)[where // rows],
+                                          size=(R * K, rows), check_invariants=False)
+    z = torch.sparse.sampled_addmm(pattern, w.reshape(R * K, d), x.T)
+    logits = torch.zeros(R, K, rows, dtype=x.dtype, device=dev)
+    logits.view(-1)[where] = z.values()
+    e = (logits - logits.amax(1, keepdim=True)).exp_()
+    delta = e.div_(e.sum(1, keepdim=True)).sub_(batch.onehot.T)           # (R, K, rows)
+    sq = (delta * delta).sum(1) * x_sq
+    factor = (clip / (sq.sqrt() + _CLIP_EPS)).clamp(max=1.0) * weight     # (R, rows)
+    wd = delta.mul_(factor[:, None, :])
+    torch.sum(wd, dim=2, out=gb)
+    sums = torch.nn.functional.embedding_bag(cols, x, offsets[:-1], mode="sum",
+                                             per_sample_weights=wd.view(-1)[where])
+    gw.view(R * K, d).copy_(sums)
 
 
 def _logits_at(params: Sequence[torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -632,7 +700,7 @@ def _make_batch(s: _Setup, masks: torch.Tensor, bits: torch.Tensor, table) -> _B
     run's first ``s.slots`` sampled records (ascending) and its canary rows."""
     n = s.n
     rows = _input_rows(s)
-    if s.batching == "dense":
+    if s.batching in ("dense", "sampled"):
         x, onehot, x_sq = table
         weight = masks[:, :n]
         if rows is not None:
@@ -714,8 +782,8 @@ def _train_chunk(
     test: Records | None, test_rows: int, bar: tqdm, observe: Observer | None,
 ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
     """Train the runs of whole aligned blocks; ``real`` marks those asked for."""
-    streams = [RunStreams(seed, int(r)) for r in runs]
-    R, dev, dt, dp = len(streams), s.device, s.dtype, s.dp
+    R, dev, dt, dp = len(runs), s.device, s.dtype, s.dp
+    streams = [RunStreams(seed, int(r), dev) for r in runs]
     bits = torch.as_tensor(bits_np.astype(bool)).reshape(R, -1).to(dev)      # (R, m)
     keep = torch.as_tensor(np.flatnonzero(real)).to(dev)
 
@@ -739,10 +807,10 @@ def _train_chunk(
 
     std = dp.noise_multiplier * dp.clip
     batch_norm = dp.expected_batch_size or dp.sampling_rate * s.n_records
-    noise = torch.empty(R, s.model.num_params, dtype=dt)
+    noise = torch.empty(R, s.model.num_params, dtype=dt, device=dev)
     # At q = 1 every record is in every batch: no uniforms are drawn.
-    uniforms = None if dp.sampling_rate == 1.0 else torch.empty(R, s.n_records)
-    all_in = torch.ones(R, s.n_records, dtype=torch.bool)
+    uniforms = None if dp.sampling_rate == 1.0 else torch.empty(R, s.n_records, device=dev)
+    all_in = torch.ones(R, s.n_records, dtype=torch.bool, device=dev)
     offsets = np.cumsum([0] + [math.prod(sh) for sh in s.model.shapes])
     scores = np.empty((len(steps_out), R, max(s.m, 1)))
     accuracy = np.empty((len(acc_steps), R))
@@ -756,12 +824,12 @@ def _train_chunk(
             accuracy[want_acc[t]] = _accuracy(params, test, test_rows).cpu().numpy()
         if t == dp.steps:
             break
-        _draw_step(streams, uniforms, noise)
-        masks = (all_in if uniforms is None else uniforms < dp.sampling_rate).to(dev)
-        _clipped_sum(params, _make_batch(s, masks, bits, table), dp.clip, grads)
+        draw_step(streams, uniforms, noise)
+        masks = all_in if uniforms is None else uniforms < dp.sampling_rate
+        step_sum = _clipped_sum_sampled if s.batching == "sampled" else _clipped_sum
+        step_sum(params, _make_batch(s, masks, bits, table), dp.clip, grads)
         if s.batching == "gather":
             _add_overflow(s, params, masks, table, dp.clip, grads)
-        noise_dev = noise.to(dev)
         if canary_g is not None:
             canary_step = canary_g[0] * masks[:, s.n, None].to(dt)
             for i in range(1, s.m):
@@ -769,7 +837,7 @@ def _train_chunk(
         for gr, lo, hi in zip(grads, offsets[:-1], offsets[1:]):
             if canary_g is not None:
                 gr += canary_step[:, lo:hi].reshape(gr.shape)
-            gr.add_(noise_dev[:, lo:hi].reshape(gr.shape), alpha=std)
+            gr.add_(noise[:, lo:hi].reshape(gr.shape), alpha=std)
             gr.div_(batch_norm)
         opt.step()
         if observe is not None:
@@ -782,10 +850,11 @@ def _train_chunk(
 _POOL: ThreadPoolExecutor | None = None
 
 
-def _draw_step(
+def draw_step(
     streams: Sequence[RunStreams], uniforms: torch.Tensor | None, noise: torch.Tensor
 ) -> None:
-    """Each run's uniforms and noise for one step, runs split over threads.
+    """Each run's uniforms and noise for one step, into row r of ``uniforms`` (or None at
+    q = 1) and ``noise``; on the CPU the runs are split over threads.
 
     Every run owns its generators and its rows, so the split changes nothing
     but the wall time (torch releases the GIL while drawing).
@@ -798,7 +867,7 @@ def _draw_step(
                 streams[r].draw_uniform(uniforms[r])
             streams[r].draw_noise(noise[r])
 
-    workers = max(1, torch.get_num_threads())
+    workers = max(1, torch.get_num_threads()) if noise.device.type == "cpu" else 1
     R = len(streams)
     if workers == 1 or R < 2 * workers:
         work(0, R)

@@ -2,6 +2,11 @@
 # one sampling rate: its simulations take seconds each, less than a job's start-up.
 
 
+# Estimating takes seconds: run where the workflow was started.
+localrules:
+    estimate_s1,
+
+
 rule simulate_s1:
     """Scores of runs_per_world runs with D and as many with D', for every target eps_S and
     repeat at one q, each at its calibrated sigma."""
