@@ -59,8 +59,9 @@ class _CanaryDPOptimizer(DPOptimizer):
 
 
 def _opacus_run(model: MLP, data: Records, canary, dp: DPConfig, run: int, bit: int,
-                init, dtype, monkeypatch, device: str = "cpu") -> list[torch.Tensor]:
-    """One run trained by Opacus on ``device`` with the run's masks and noise draws."""
+                init, dtype, monkeypatch, device: str = "cpu", noise=None) -> list[torch.Tensor]:
+    """One run trained by Opacus on ``device`` with the run's masks and noise draws
+    (``noise(streams)``: the step's P standard normals, if not drawn as P values)."""
     streams = RunStreams(SEED, run, device)
     module = model.torch_module().to(device, dtype)
     with torch.no_grad():
@@ -85,7 +86,8 @@ def _opacus_run(model: MLP, data: Records, canary, dp: DPConfig, run: int, bit: 
 
     def fed_noise(std, reference, generator=None, secure_mode=False):
         if not pending:
-            xi = streams.draw_noise(torch.empty(model.num_params, dtype=dtype, device=device))
+            xi = (streams.draw_noise(torch.empty(model.num_params, dtype=dtype, device=device))
+                  if noise is None else noise(streams))
             pending.extend(xi[lo:hi].reshape(s) for s, lo, hi in
                            zip(shapes, offsets[:-1], offsets[1:]))
         return std * pending.pop(0).view(reference.shape)
@@ -169,6 +171,61 @@ def test_engine_equals_opacus(sizes, optimizer, kind, q, init, batching, monkeyp
                 flat = torch.cat([p.reshape(-1) for p in ref])
                 expect = float(flat0[j] - flat[j])
             assert res.scores[-1, i] == pytest.approx(expect, rel=1e-9, abs=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["input", "gradient"])
+def test_span_training_is_full_training_with_that_noise(kind, monkeypatch):
+    """A linear head trained in the span of its records and canary scores exactly as full
+    training (Opacus) whose weight noise is the span noise plus any noise orthogonal to it:
+    the orthogonal part never reaches a score, so the score distribution is the same."""
+    model = MLP((40, 3))
+    data = _data(12, 40, 3, seed=11)
+    if kind == "input":
+        canary = InputCanary(torch.randn(2, 40, dtype=torch.float64), torch.tensor([0, 2]))
+    else:
+        canary = GradientCanary.one_hot(model, 41, clip=1.5)      # weight[1, 1]
+    dp = DPConfig(steps=8, sampling_rate=0.5, noise_multiplier=0.8, clip=1.5, lr=0.1)
+    runs, bits = [0, 1, 2, 3], [1, 0, 1, 0]
+    kw = dict(seed=SEED, runs=runs, bits=bits, score_every=4, init="random",
+              dtype=torch.float64, progress=False)
+    span = train(model, data, canary, dp, basis="span", **kw).scores
+    assert np.array_equal(train(model, data, canary, dp, **kw).scores, span)   # auto: the span
+    assert not np.allclose(train(model, data, canary, dp, basis="full", **kw).scores, span)
+
+    basis = engine.span_basis(model, data, canary)
+    v = basis.shape[1]
+    assert v == 12 + (2 if kind == "input" else 1)
+    q_full = torch.linalg.svd(basis @ basis.T - torch.eye(40, dtype=torch.float64))[0]
+    rest = q_full[:, :40 - v]                                    # orthonormal complement
+    assert torch.allclose(rest.T @ basis, torch.zeros(40 - v, v, dtype=torch.float64), atol=1e-12)
+    other = torch.Generator().manual_seed(3)
+
+    def noise(streams):
+        xi = streams.draw_noise(torch.empty(3 * v + 3, dtype=torch.float64))
+        w = xi[:3 * v].reshape(3, v) @ basis.T
+        w += torch.randn(3, 40 - v, generator=other, dtype=torch.float64) @ rest.T
+        return torch.cat([w.reshape(-1), xi[3 * v:]])
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for i, (run, bit) in enumerate(zip(runs, bits)):
+            ref = _opacus_run(model, data, canary, dp, run, bit, "random", torch.float64,
+                              monkeypatch, noise=noise)
+            if kind == "input":
+                logits = canary.x @ ref[0].T + ref[1]
+                expect = float(logits[0, 0] - logits[1, 2])
+            else:
+                start = init_params(model, [RunStreams(SEED, run)], "random", torch.float64)
+                expect = float(start[0][0, 1, 1] - ref[0][1, 1])
+            assert span[-1, i] == pytest.approx(expect, rel=1e-9, abs=1e-12)
+
+
+def test_span_basis_is_refused_where_it_would_be_wrong():
+    for over in (dict(dp=DPConfig(steps=2, sampling_rate=0.5, noise_multiplier=1.0, clip=1.0,
+                                  lr=0.1, optimizer="adam")),
+                 dict(keep_params=True), dict(model=MLP((4, 5, 3)))):
+        with pytest.raises(ParameterError, match="span"):
+            _train_with(basis="span", **over)
 
 
 def test_float32_close_to_opacus(monkeypatch):
@@ -349,6 +406,7 @@ def _train_with(**over):
     (lambda: _train_with(bits=[0, 2]), "bits"),
     (lambda: _train_with(runs=[1, 1]), "runs"),
     (lambda: _train_with(batching="sparse"), "batching"),
+    (lambda: _train_with(basis="rotated"), "basis"),
     (lambda: _train_with(accuracy_steps=[5]), "accuracy_steps"),
     (lambda: DPConfig(steps=2, sampling_rate=1.5, noise_multiplier=1.0, clip=1.0, lr=0.1),
      "sampling_rate"),

@@ -51,7 +51,7 @@ def s1_files(kind):
     """The S1 files of one kind at the wildcard q (q is a key's first knob)."""
     template, knobs = _S1_FILES[kind]
     keys = dict.fromkeys(S.key(knobs, v) for v in s1_values(1.0))     # one per target for calibrations
-    return [template.format(key="q{q}_" + k) for k in keys]
+    return [template.format(key=f"q{{q}}_{k}") for k in keys]
 S1_CHECKPOINTS = sorted({*range(S1["every"], S1["steps"] + 1, S1["every"]), S1["steps"]})
 
 # Natural-data audits: the base grid of every experiment, then the declared variations.
