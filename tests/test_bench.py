@@ -48,6 +48,7 @@ def test_bench_quick_json():
             row["engine_model_steps_per_s"] / row["opacus_model_steps_per_s"])
         assert 0 < row["fraction_of_matmul"] < 1.5
         assert 0 <= row["randomness_share"] <= 1
+        assert row["basis"] == "full" if row["role"] == "goal" else row["basis"] in ("full", "span")
     # The batched engine must beat one-model-at-a-time Opacus on every workload.
     assert all(row["speedup_vs_opacus"] > 1 for row in out["workloads"])
     rows = out["workloads"]

@@ -103,6 +103,7 @@ __all__ = [
     "RunStreams",
     "Score",
     "TrainResult",
+    "choose_basis",
     "flat_params",
     "gather_slots",
     "draw_step",
@@ -713,9 +714,10 @@ def _canary_in_span(canary: Canary | None, basis: torch.Tensor, K: int) -> Canar
     return GradientCanary(_in_span(canary.g, basis, K), scored_by=score)
 
 
-def _choose_basis(basis: str, model: MLP, data: Records, canary: Canary | None, dp: DPConfig,
-                  needs_full: bool) -> torch.Tensor | None:
-    """The span basis to train in (``basis`` is ``auto``, ``full`` or ``span``), or None."""
+def choose_basis(basis: str, model: MLP, data: Records, canary: Canary | None, dp: DPConfig,
+                 needs_full: bool = False) -> torch.Tensor | None:
+    """The span basis :func:`train` trains in (``basis`` is ``auto``, ``full`` or ``span``;
+    ``needs_full``: test accuracy, final parameters or an observer are asked for), or None."""
     check_choice(basis, "basis", BASES)
     if basis == "full":
         return None
@@ -1053,8 +1055,8 @@ def train(
     dev = torch.device(device)
 
     full = model
-    span = _choose_basis(basis, model, data, canary, dp,
-                         needs_full=test is not None or keep_params or observe is not None)
+    span = choose_basis(basis, model, data, canary, dp,
+                        needs_full=test is not None or keep_params or observe is not None)
     if span is not None:
         K = model.num_classes
         model = MLP((span.shape[1], K))
