@@ -32,7 +32,8 @@ def use_threads(threads: int) -> None:
     """Let torch compute on ``threads`` cores in this process (a workflow job's share).
 
     A run's numbers do not depend on it (tested); throughput does: on 2 cores two one-thread
-    training jobs did 1.2-1.3x the work of one two-thread job.
+    training jobs did 1.1-1.3x the work of one two-thread job (1.3x alone, 1.1x side by side,
+    where they share the memory bandwidth).
     """
     import torch
 

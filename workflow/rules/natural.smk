@@ -81,7 +81,7 @@ rule train_shard:
         seed=seed("train"),
         lo=lambda wc: int(wc.lo),
         hi=lambda wc: int(wc.hi),
-    threads: 1  # one core per job: on 2 cores two such jobs did 1.2-1.3x one two-thread job
+    threads: 1  # one core per job: on 2 cores two such jobs did 1.1-1.3x one two-thread job
     log:
         "logs/natural/{exp}/train_{scenario}_{key}_runs{lo}-{hi}.log",
     benchmark:

@@ -53,4 +53,4 @@ rule estimate_s1:
     conda:
         "../envs/subaudit.yaml"
     script:
-        "../scripts/estimate.py"
+        "../scripts/estimate_s1.py"
