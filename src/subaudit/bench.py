@@ -134,11 +134,11 @@ def _engine_rate(w: Workload, steps: int, runs: int, device: str) -> float:
     return runs * steps / (time.perf_counter() - t0)
 
 
-def _draw_seconds(w: Workload, steps: int, runs: int, device: str) -> float:
+def _draw_seconds(w: Workload, span: torch.Tensor | None, steps: int, runs: int,
+                  device: str) -> float:
     """Seconds the engine spends drawing ``steps`` steps of sampling and noise for ``runs``
-    runs (the same draws, through the same function, as in training: in the span basis,
-    noise for the span's coordinates only)."""
-    span = _span(w)
+    runs (the same draws, through the same function, as in training: in the span basis
+    ``span``, noise for the span's coordinates only)."""
     model = MLP(w.sizes if span is None else (span.shape[1], w.sizes[-1]))
     streams = [RunStreams(0, r, device) for r in range(runs)]
     noise = torch.empty(runs, model.num_params, device=device)
@@ -230,11 +230,12 @@ def run_bench(quick: bool = False, progress: Callable[[str], None] | None = None
         for _ in range(repeats):
             eng = max(eng, _engine_rate(w, steps, w.runs, device))
             opa = max(opa, _opacus_rate(w, max(4, w.opacus_steps // scale), device))
-        draw = _draw_seconds(w, steps, w.runs, device)
+        span = _span(w)
+        draw = _draw_seconds(w, span, steps, w.runs, device)
         flops = useful_flops(w.sizes, w.q * w.n)
         rows.append({
             **{k: v for k, v in asdict(w).items() if k not in ("steps", "opacus_steps")},
-            "basis": "full" if _span(w) is None else "span",
+            "basis": "full" if span is None else "span",
             "engine_model_steps_per_s": eng,
             "opacus_model_steps_per_s": opa,
             "speedup_vs_opacus": eng / opa,

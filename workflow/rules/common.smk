@@ -30,9 +30,6 @@ GRID = config["ratio_grid"]
 NAT = config["natural"]
 EXPERIMENTS = NAT["experiments"]
 
-S1_KEYS = [S.key(("q", "target_epsilon", "repeat"), {"q": q, "target_epsilon": e, "repeat": r})
-           for q in S1["sampling_rates"] for e in S1["target_epsilons"]
-           for r in range(S1["repeats"])]
 # What S1 files of one q exist: a calibration per target, scores and estimates per repeat.
 _S1_FILES = {
     "calibration": ("results/accounting/s1/{key}.json", ("target_epsilon",)),
@@ -52,6 +49,13 @@ def s1_files(kind):
     template, knobs = _S1_FILES[kind]
     keys = dict.fromkeys(S.key(knobs, v) for v in s1_values(1.0))     # one per target for calibrations
     return [template.format(key=f"q{{q}}_{k}") for k in keys]
+
+
+def s1_all(kind):
+    """The S1 files of one kind at every configured q."""
+    return [f.format(q=fmt(q)) for q in S1["sampling_rates"] for f in s1_files(kind)]
+
+
 S1_CHECKPOINTS = sorted({*range(S1["every"], S1["steps"] + 1, S1["every"]), S1["steps"]})
 
 # Natural-data audits: the base grid of every experiment, then the declared variations.

@@ -11,9 +11,8 @@ localrules:
 rule epsilon_vs_target:
     """Fig 2: eps_S / group / eps_AR accounting and audited epsilon against the target."""
     input:
-        calibrations=[f"results/accounting/s1/q{fmt(q)}_eps{fmt(e)}.json"
-                      for q in S1["sampling_rates"] for e in S1["target_epsilons"]],
-        estimates=[f"results/s1/estimates/{k}.json" for k in S1_KEYS],
+        calibrations=s1_all("calibration"),
+        estimates=s1_all("estimates"),
     output:
         png="results/figures/{name}.png",
         pdf="results/figures/{name}.pdf",
