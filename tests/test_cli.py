@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 from scipy import optimize, stats
 
@@ -108,8 +109,8 @@ def test_simulate_then_paper_estimate_reproduces_s1(tmp_path, sigma, q, low, hig
     assert out["estimator"] == "paper"
     assert low <= out["epsilon"] <= high
     valid = cli_json("estimate", str(scores), "--delta", "1e-5")
-    assert valid["estimator"] == "heldout"
-    assert 0 < valid["epsilon"] <= out["epsilon"] + 0.5
+    assert valid["estimator"] == "auc"
+    assert 0.9 * out["epsilon"] <= valid["epsilon"] <= out["epsilon"] + 0.2
 
 
 @pytest.mark.parametrize(
@@ -156,10 +157,93 @@ def test_estimate_rejects_bad_files(tmp_path):
     assert proc.returncode != 0 and len(proc.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("estimator", ["heldout", "paper"])
+@pytest.mark.parametrize("estimator", ["auc", "paper"])
 def test_estimate_identical_scores_is_zero_in_strict_json(tmp_path, estimator):
     same = tmp_path / "same.csv"
     same.write_text("score,label\n" + "1.0,1\n1.0,0\n" * 10)
     out = cli_json("estimate", str(same), "--delta", "1e-5", "--estimator", estimator)
     assert out["epsilon"] == 0.0
-    assert out["mu"] is None  # -inf: no threshold separates the worlds; null in strict JSON
+    # paper: mu = -inf (no threshold separates the worlds), null in strict JSON; auc: mu 0
+    assert out["mu"] == (0.0 if estimator == "auc" else None)
+    assert out["auc"] == 0.5 and out["n_positive"] == out["n_negative"] == 10
+
+
+def _write_scores(path, pos, neg):
+    path.write_text("score,label\n" + "".join(f"{float(s)!r},1\n" for s in pos)
+                    + "".join(f"{float(s)!r},0\n" for s in neg))
+
+
+def test_estimate_json_reports_auc_tpr_and_counts(tmp_path):
+    rng = np.random.default_rng(3)
+    pos, neg = rng.normal(1.5, 1.0, 300), rng.normal(0.0, 1.0, 200)
+    path = tmp_path / "s.csv"
+    _write_scores(path, pos, neg)
+    proc = run_cli("estimate", str(path), "--delta", "1e-5", "--json")
+    assert proc.stderr == ""  # not reversed: no warning
+    out = json.loads(proc.stdout)
+    # independent: the AUC from scikit-learn's definition (pairs, ties 1/2) by brute force
+    assert out["auc"] == pytest.approx(np.mean(pos[:, None] > neg[None, :]), abs=1e-12)
+    # 200 negatives: FPR <= 1e-3 allows no false positive, FPR <= 1e-2 allows two
+    top = np.sort(neg)[::-1]
+    assert out["tpr_at_fpr_0.001"] == pytest.approx(np.mean(pos > top[0]))
+    assert out["tpr_at_fpr_0.01"] == pytest.approx(np.mean(pos > top[2]))
+    assert (out["n_positive"], out["n_negative"]) == (300, 200)
+    assert out["estimator"] == "auc" and out["epsilon"] > 0
+
+
+def test_estimate_warns_when_scores_look_reversed(tmp_path):
+    rng = np.random.default_rng(4)
+    path = tmp_path / "s.csv"
+    _write_scores(path, rng.normal(-1.5, 1.0, 300), rng.normal(0.0, 1.0, 300))  # D scores LOWER
+    proc = run_cli("estimate", str(path), "--delta", "1e-5", "--json")
+    out = json.loads(proc.stdout)
+    assert out["epsilon"] == 0.0 and out["auc"] < 0.2
+    assert "reversed" in proc.stderr and "negate" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_one_run_counts_give_the_published_values():
+    # Steinke, Nasr and Jagielski (delta 0) and Mahloujifar, Melis and Chaudhuri (k = 2, delta 1e-5):
+    # m = r = 1,000, v = 800, alpha 0.05 (published worked values)
+    out = cli_json("one-run", "--method", "steinke", "--canaries", "1000", "--guesses", "1000",
+                   "--correct", "800", "--delta", "0")
+    assert out["epsilon"] == pytest.approx(1.254330, abs=1e-5) and out["method"] == "steinke"
+    out = cli_json("one-run", "--method", "fdp", "--canaries", "1000", "--guesses", "1000",
+                   "--correct", "800", "--delta", "1e-5")
+    assert out["epsilon"] == pytest.approx(2.333243, abs=1e-5)
+
+
+def test_one_run_from_scores_matches_the_library(tmp_path):
+    from subaudit.one_run import best_one_run_epsilon
+
+    rng = np.random.default_rng(12)
+    inserted = rng.random(2000) < 0.5
+    scores = rng.normal(3.0 * inserted, 1.0)
+    path = tmp_path / "one.csv"
+    path.write_text("score,label\n" + "".join(f"{float(s)!r},{int(b)}\n" for s, b in zip(scores, inserted)))
+    out = cli_json("one-run", "--method", "steinke", "--scores", str(path), "--delta", "1e-5")
+    assert out["epsilon"] == pytest.approx(best_one_run_epsilon(scores, inserted, 1e-5, 0.05, "steinke"))
+    assert out["epsilon"] > 1.0 and out["canaries"] == 2000
+
+
+@pytest.mark.parametrize(("args", "flag"), [
+    (["--canaries", "10", "--guesses", "20", "--correct", "5"], "--guesses"),
+    (["--canaries", "10", "--guesses", "5", "--correct", "6"], "--correct"),
+    (["--canaries", "10", "--guesses", "5", "--correct", "3", "--k", "3"], "--k"),
+])
+def test_one_run_rejects_impossible_counts(args, flag):
+    proc = run_cli("one-run", "--method", "steinke", "--delta", "1e-5", *args, check=False)
+    assert proc.returncode == 2 and flag in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_ceiling_q1_is_the_gaussian_mechanism():
+    # q = 1: the final iterate is N(+-T C, T sigma^2 C^2): mu = 2 sqrt(T) / sigma (substitute),
+    # sqrt(T) / sigma (add/remove); dp-accounting's Gaussian PLD gives its epsilon independently
+    from dp_accounting.pld import privacy_loss_distribution as pld
+
+    for adjacency, sens in (("substitute", 2.0), ("add-remove", 1.0)):
+        out = cli_json("ceiling", "--sigma", "20", "--q", "1", "--steps", "100", "--delta", "1e-5",
+                       "--adjacency", adjacency)
+        want = pld.from_gaussian_mechanism(standard_deviation=20.0 / math.sqrt(100), sensitivity=sens,
+                                           value_discretization_interval=1e-5).get_epsilon_for_delta(1e-5)
+        assert out["epsilon"] == pytest.approx(want, rel=1e-3)

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from subaudit import figures
+from subaudit.ceilings import final_iterate_epsilon
 from subaudit.tables import EPS_AR, EPS_GROUP, EPS_S, fig2_table, figA5_table
 
 
@@ -24,7 +25,7 @@ def _estimates(values):
     recs = []
     for (q, eps), reps in values.items():
         for r, v in enumerate(reps):
-            for est, shift in (("heldout", -0.1), ("paper", 0.0)):
+            for est, shift in (("auc", -0.1), ("paper", 0.0)):
                 recs.append({"q": q, "target_epsilon": eps, "repeat": r, "step": 500,
                              "estimator": est, "epsilon": v + shift})
                 recs.append({"q": q, "target_epsilon": eps, "repeat": r, "step": 250,
@@ -49,6 +50,11 @@ def test_fig2_table_aggregates_final_step_over_repeats():
     acc = table[table["series"] == EPS_GROUP]
     assert sorted(acc["epsilon"]) == pytest.approx([2.2, 2.2, 4.4, 4.4])
     assert set(table["series"]) >= {EPS_S, EPS_GROUP, EPS_AR}
+    # the final-iterate ceiling at each calibration (sigma = 10 / eps here), from subaudit.ceilings
+    ceiling = table[table["series"] == "final-iterate ceiling (substitute)"]
+    assert len(ceiling) == 4
+    for row in ceiling.itertuples():
+        assert row.epsilon == pytest.approx(final_iterate_epsilon(row.sigma, row.q, 500, 1e-5, "substitute"))
 
 
 def test_fig2_draws_every_series_with_two_se_error_bars():
@@ -60,7 +66,8 @@ def test_fig2_draws_every_series_with_two_se_error_bars():
     assert "ε" in axes[0].get_ylabel() and "target" in axes[0].get_xlabel()
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert EPS_S in labels and EPS_AR in labels and EPS_GROUP in labels
-    assert any("heldout estimator" in lab for lab in labels)
+    assert "final-iterate ceiling (substitute)" in labels
+    assert any("auc estimator" in lab for lab in labels)
     assert "2 standard errors over 3 repeats" in fig._suptitle.get_text()
     # the error bar of (q = 1, eps = 2, paper) spans mean +- 2 se
     vals = np.array(VALUES[(1.0, 2.0)])

@@ -2,7 +2,7 @@
 
 The audit (S2 gradient canary on a linear head with SGD, S3 input canary on a 64-16-5
 MLP with Adam and random init, 128 runs, q = 0.5 and 1, sigma calibrated to eps_S = 8,
-20 steps scored every 5, heldout and paper estimators, plus the S1 simulation and the
+20 steps scored every 5, auc and paper estimators, plus the S1 simulation and the
 accountant) runs in a subprocess once with every library at its best instruction set and
 once held to a lower one, both on one thread.  The level is set before import, per library:
 
@@ -129,7 +129,7 @@ for q in (0.5, 1.0):
                     init=init, progress=False)
         arrays[f"scores_{name}_q{q}"] = res.scores
         arrays["steps"] = res.steps
-        for rec in tables.step_estimates(res.scores, res.bits, res.steps, DELTA, ALPHA, ["heldout", "paper"], 3):
+        for rec in tables.step_estimates(res.scores, res.bits, res.steps, DELTA, ALPHA, ["auc", "paper"]):
             records.append({**rec, "scenario": name, "q": q, "repeat": 0})
     table = tables.step_accounting(sigma, q, [int(s) for s in arrays["steps"]], DELTA)
     acc.append(table)
@@ -138,7 +138,7 @@ for q in (0.5, 1.0):
          *table["eps_substitute"], *table["eps_add_remove"]])
     s1 = worst_case.simulate_s1(sigma, q, T, 1000, seed=5, checkpoints=[int(s) for s in arrays["steps"]])
     arrays[f"s1_q{q}"] = s1.scores
-    for rec in tables.step_estimates(s1.scores, s1.labels, s1.steps, DELTA, ALPHA, ["heldout", "paper"], 3):
+    for rec in tables.step_estimates(s1.scores, s1.labels, s1.steps, DELTA, ALPHA, ["auc", "paper"]):
         records.append({**rec, "scenario": "S1", "q": q, "repeat": 0})
 
 np.savez(out / "arrays.npz", **arrays)

@@ -37,7 +37,7 @@ def test_default_targets_are_built(workdir):
     assert set(fig2["q"]) == {1.0, 0.25}
     assert set(fig2["target_epsilon"]) == {2.0, 4.0}
     audit = fig2[fig2["estimator"].notna() & (fig2["estimator"] != "")]
-    assert set(audit["estimator"]) == {"heldout", "paper"}
+    assert set(audit["estimator"]) == {"auc", "paper"}
     assert (audit["n_repeats"] == 2).all()
     acc = fig2[fig2["series"] == "eps_S (accounting)"]
     # sigma was calibrated so that the substitute accountant hits the target
@@ -54,7 +54,7 @@ def test_step_wise_scores_are_recorded(workdir):
     assert int(data["bits"].sum()) == 500 and list(data["runs"]) == list(range(1000))
     est = json.loads((workdir / "results/s1/estimates/q1_eps2_rep0.json").read_text())["estimates"]
     assert [(r["step"], r["estimator"]) for r in est] == [
-        (20, "heldout"), (20, "paper"), (40, "heldout"), (40, "paper")]
+        (20, "auc"), (20, "paper"), (40, "auc"), (40, "paper")]
     assert all(r["epsilon"] >= 0 and r["q"] == 1.0 and r["repeat"] == 0
                and r["target_epsilon"] == 2.0 for r in est)
 
@@ -64,7 +64,7 @@ def test_natural_audits_are_built(workdir):
     fig3 = pd.read_csv(workdir / "results/figures/fig3.csv")
     audits = fig3[fig3["scenario"].notna()]
     assert set(audits["scenario"]) == {"S2", "S3", "S4", "S5"}
-    assert set(audits["estimator"]) == {"heldout", "paper"}
+    assert set(audits["estimator"]) == {"auc", "paper"}
     assert set(fig3["step"]) == {2, 4}
     acc = fig3[fig3["series"] == "eps_S (accounting)"]
     assert (abs(acc[acc.step == 4]["epsilon"] - 4.0) <= 0.04).all()
@@ -184,8 +184,8 @@ def test_variations_reuse_what_they_do_not_change(workdir):
         ("ratio_grid", "noise_multipliers", [-2.0], "ratio_grid.noise_multipliers[0] = -2.0"),
         ("s1", "adjacency", "swap", "s1.adjacency = 'swap'"),
         (None, "scenario", "S9", "unknown key scenario"),
-        (None, "estimators", ["heldout", "bogus"],
-         "estimators[1] = 'bogus' is invalid; allowed: one of heldout, paper"),
+        (None, "estimators", ["auc", "bogus"],
+         "estimators[1] = 'bogus' is invalid; allowed: one of auc, paper"),
         ("natural", "scenarios", ["S2", "S9"],
          "natural.scenarios[1] = 'S9' is invalid; allowed: one of S2, S3, S4, S5"),
         ("natural", "runs", 31, "natural.runs = 31"),

@@ -1,5 +1,5 @@
-"""The ``subaudit`` command line: accountants, calibration, estimation, S1 simulation, bench,
-artifact checks.
+"""The ``subaudit`` command line: accountants, calibration, estimation, ceilings, one-run audits,
+S1 simulation, bench, artifact checks.
 
 The flags are a contract (tests and users script against them). With ``--json`` a
 command prints exactly one JSON object on stdout. Invalid values exit with status 2
@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from subaudit.estimation import ESTIMATORS
+from subaudit.estimation import DEFAULT_ESTIMATOR, ESTIMATORS
 from subaudit.io import dumps
 from subaudit.validation import ParameterError
 
@@ -78,7 +78,7 @@ def _cmd_gdp_epsilon(args: argparse.Namespace) -> None:
 def _cmd_estimate(args: argparse.Namespace) -> None:
     import pandas as pd
 
-    from subaudit.estimation import estimate_epsilon
+    from subaudit.estimation import estimate_epsilon, reversed_evidence, score_summary
 
     path = Path(args.scores)
     if not path.is_file():
@@ -88,14 +88,67 @@ def _cmd_estimate(args: argparse.Namespace) -> None:
     if missing:
         raise UsageError(f"SCORES.csv: missing column(s) {', '.join(sorted(missing))}; "
                          "expected columns score,label")
-    est = estimate_epsilon(frame["score"].to_numpy(float), frame["label"].to_numpy(),
-                           delta=args.delta, alpha=args.alpha, estimator=args.estimator,
-                           seed=args.seed)
-    out = est.to_dict()
+    scores, labels = frame["score"].to_numpy(float), frame["label"].to_numpy()
+    est = estimate_epsilon(scores, labels, delta=args.delta, alpha=args.alpha,
+                           estimator=args.estimator)
+    summary = score_summary(scores, labels)
+    backwards = reversed_evidence(scores, labels, delta=args.delta, alpha=args.alpha)
+    if backwards > 0:
+        print(f"subaudit estimate: warning: the scores look reversed: label 0 (D') scores higher "
+              f"(AUC {summary['auc']:.3g}); negated, they give epsilon >= {backwards:.4g}. "
+              "subaudit predicts D (label 1) for high scores: negate the scores if label 1 "
+              "is the world with the target z.", file=sys.stderr)
+    out = {**est.to_dict(), **summary}
     _emit(out, args.json,
           f"epsilon >= {est.epsilon:.6g} at delta = {est.delta:g} (estimator {est.estimator}, "
           + (f"mu = {est.mu:.4g}, " if "mu" in est.details else "")
-          + f"confidence {1 - est.alpha:g})")
+          + f"confidence {1 - est.alpha:g}); AUC {summary['auc']:.4g}, "
+          f"TPR {summary['tpr_at_fpr_0.001']:.3g} at FPR 1e-3 and {summary['tpr_at_fpr_0.01']:.3g} "
+          f"at 1e-2, {summary['n_positive']} runs with D and {summary['n_negative']} with D'")
+
+
+def _cmd_ceiling(args: argparse.Namespace) -> None:
+    from subaudit.ceilings import final_iterate_epsilon
+
+    eps = final_iterate_epsilon(args.sigma, args.q, args.steps, args.delta, args.adjacency)
+    _emit({"epsilon": eps, "sigma": args.sigma, "q": args.q, "steps": args.steps,
+           "delta": args.delta, "adjacency": args.adjacency}, args.json,
+          f"epsilon = {eps:.6g}: final-iterate ceiling of the worst-case canary "
+          f"({args.adjacency}, delta = {args.delta:g})")
+
+
+def _cmd_one_run(args: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from subaudit.one_run import ONE_RUN_METHODS, best_one_run_epsilon
+
+    counts = (args.canaries, args.guesses, args.correct)
+    if args.scores is not None:
+        if any(c is not None for c in counts):
+            raise UsageError("give either --scores or --canaries/--guesses/--correct, not both")
+        path = Path(args.scores)
+        if not path.is_file():
+            raise UsageError(f"--scores: no such file: {path}")
+        frame = pd.read_csv(path)
+        if {"score", "label"} - set(frame.columns):
+            raise UsageError("--scores: expected columns score,label (label 1: the canary was inserted)")
+        eps = best_one_run_epsilon(frame["score"].to_numpy(float), frame["label"].to_numpy(bool),
+                                   args.delta, args.alpha, args.method, args.k)
+        out = {"epsilon": eps, "method": args.method, "canaries": len(frame),
+               "guesses": "searched (Bonferroni over the guess grid)"}
+    else:
+        if any(c is None for c in counts):
+            raise UsageError("give --canaries, --guesses and --correct (or --scores FILE)")
+        kwargs = {"k": args.k} if args.method == "fdp" else {}
+        if args.method != "fdp" and args.k != 2:
+            raise ParameterError("k", args.k, "2 (the steinke bound is for membership)")
+        eps = ONE_RUN_METHODS[args.method](args.canaries, args.guesses, args.correct, args.delta,
+                                           args.alpha, **kwargs)
+        out = {"epsilon": eps, "method": args.method, "canaries": args.canaries,
+               "guesses": args.guesses, "correct": args.correct}
+    out.update(delta=args.delta, alpha=args.alpha, k=args.k)
+    _emit(out, args.json, f"epsilon >= {eps:.6g} at delta = {args.delta:g} (one-run {args.method}, "
+                          f"confidence {1 - args.alpha:g})")
 
 
 def _cmd_simulate_s1(args: argparse.Namespace) -> None:
@@ -192,12 +245,34 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("scores", metavar="SCORES.csv", help="CSV with columns score,label (1 = D, 0 = D')")
     sp.add_argument("--delta", type=float, required=True, help="delta in (0, 1)")
     sp.add_argument("--alpha", type=float, default=0.05, help="significance level in (0, 1)")
-    sp.add_argument("--estimator", choices=list(ESTIMATORS), default="heldout",
+    sp.add_argument("--estimator", choices=list(ESTIMATORS), default=DEFAULT_ESTIMATOR,
                     help="; ".join(f"{e.name}: {e.description}" for e in ESTIMATORS.values())
-                    + " (default heldout)")
-    sp.add_argument("--seed", type=_int, default=0, help="seed of the heldout split")
+                    + f" (default {DEFAULT_ESTIMATOR})")
     sp.add_argument("--json", action="store_true")
     sp.set_defaults(func=_cmd_estimate)
+
+    sp = sub.add_parser("ceiling", help="final-iterate ceiling: epsilon of the optimal test on the "
+                                        "worst-case canary's cumulative gradient")
+    dp_args(sp)
+    sp.add_argument("--delta", type=float, required=True, help="delta in (0, 1)")
+    sp.add_argument("--adjacency", choices=S1_ADJACENCIES, default="substitute")
+    sp.add_argument("--json", action="store_true")
+    sp.set_defaults(func=_cmd_ceiling)
+
+    sp = sub.add_parser("one-run", help="one-run audit: epsilon lower bound from m canaries in one training")
+    sp.add_argument("--method", choices=("steinke", "fdp"), required=True,
+                    help="steinke: Steinke, Nasr and Jagielski 2023; fdp: Mahloujifar, Melis and "
+                         "Chaudhuri 2024 (Gaussian f-DP, k-ary games)")
+    sp.add_argument("--canaries", type=_int, help="m: canaries in the run")
+    sp.add_argument("--guesses", type=_int, help="r: guesses made (the rest abstained)")
+    sp.add_argument("--correct", type=_int, help="v: correct guesses")
+    sp.add_argument("--scores", help="CSV with columns score,label (1: inserted), instead of counts: "
+                                     "guesses chosen from the scores as the papers do")
+    sp.add_argument("--delta", type=float, required=True, help="delta in [0, 1) (steinke) or (0, 1) (fdp)")
+    sp.add_argument("--alpha", type=float, default=0.05, help="significance level in (0, 1)")
+    sp.add_argument("--k", type=_int, default=2, help="values per canary (fdp k-ary games; 2 = membership)")
+    sp.add_argument("--json", action="store_true")
+    sp.set_defaults(func=_cmd_one_run)
 
     sp = sub.add_parser("simulate-s1", help="S1 worst-case dataset canary audit scores")
     dp_args(sp)

@@ -23,9 +23,9 @@ conversion of Dong et al. (Theorem 5.1 of the paper).
 
 Two estimators are offered (:data:`ESTIMATORS`):
 
-``"heldout"`` (default)
-    Statistically valid: threshold chosen on one half of the runs, bounds
-    computed on the other half.  See :func:`estimate_epsilon`.
+``"auc"`` (default)
+    Valid and deterministic: a binormal AUC test of "the mechanism is mu-GDP", hedged by
+    thresholds at fixed ranks of the out-scores.  See :func:`estimate_epsilon`.
 ``"paper"``
     The procedure of the paper's code: the maximum over all ROC thresholds of
     the CP-based mu, with no correction for taking the maximum.  It can report
@@ -46,20 +46,27 @@ from scipy import optimize, special, stats
 from subaudit.validation import (
     ParameterError,
     check_choice,
+    check_count,
     check_positive,
     check_probability,
 )
 
 __all__ = [
+    "DEFAULT_ESTIMATOR",
     "ESTIMATORS",
+    "TAIL_SHARE",
     "AuditEstimate",
     "Estimator",
     "clopper_pearson_upper",
+    "estimate_epsilon",
+    "estimate_over_steps",
+    "finite_r_ceiling",
     "gdp_delta",
     "gdp_epsilon",
     "mu_lower",
-    "estimate_epsilon",
-    "estimate_over_steps",
+    "reversed_evidence",
+    "score_summary",
+    "tail_ranks",
 ]
 
 # ---------------------------------------------------------------------------
@@ -234,16 +241,14 @@ class AuditEstimate:
     n_positive, n_negative:
         Number of ``D`` (label 1) and ``D'`` (label 0) runs supplied in total.
     details:
-        What the estimator adds, readable as attributes too (``est.mu``).  The
-        GDP threshold estimators (:data:`ESTIMATORS` ``heldout`` and ``paper``) give
-        ``mu`` (the GDP lower bound behind epsilon; may be <= 0 or ``-inf``, epsilon is
-        then 0), ``threshold`` (predict ``D`` when ``score >= threshold``), ``fpr_ub``
-        and ``fnr_ub`` (Clopper-Pearson upper bounds at that threshold),
-        ``false_positives`` and ``false_negatives`` (counts there), ``eval_positive``
-        and ``eval_negative`` (the runs the bounds were computed from: all runs for
-        ``paper``, the evaluation half for ``heldout``) and ``seed`` (of the
-        selection/evaluation split; ``None`` for ``paper``).  An estimator without a
-        single threshold (a one-run audit) gives its own.
+        What the estimator adds, readable as attributes too (``est.mu``).  Both
+        estimators give ``mu`` (the GDP lower bound behind epsilon; may be <= 0 or ``-inf``,
+        epsilon is then 0) and, at the threshold that gave it or the best tail threshold,
+        ``threshold`` (``paper``: predict ``D`` when ``score >= threshold``; ``auc``: when
+        ``score > threshold``), ``fpr_ub`` and ``fnr_ub`` (upper confidence bounds there) and
+        ``false_positives`` and ``false_negatives`` (counts there).  ``auc`` adds
+        ``component`` (``"auc"`` or ``"tail"``: which part gave ``mu``), ``auc_strict`` (the
+        AUC with ties counted 0), ``mu_auc`` and ``mu_tail``.
     """
 
     epsilon: float
@@ -271,18 +276,6 @@ class AuditEstimate:
         common = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
                   if f.name != "details"}
         return {**common, **self.details}
-
-
-def _gdp_estimate(estimator: str, alpha: float, delta: float, mu: float, threshold: float,
-                  fpr_ub: float, fnr_ub: float, n_pos: int, n_neg: int, fp: int, fn: int,
-                  eval_pos: int, eval_neg: int, seed: int | None) -> AuditEstimate:
-    """An estimate from a GDP lower bound ``mu`` at one threshold (heldout, paper)."""
-    return AuditEstimate(
-        epsilon=_epsilon_from_mu(mu, delta), estimator=estimator, alpha=alpha, delta=delta,
-        n_positive=n_pos, n_negative=n_neg,
-        details={"mu": mu, "threshold": threshold, "fpr_ub": fpr_ub, "fnr_ub": fnr_ub,
-                 "false_positives": fp, "false_negatives": fn, "eval_positive": eval_pos,
-                 "eval_negative": eval_neg, "seed": seed})
 
 
 # ---------------------------------------------------------------------------
@@ -355,63 +348,119 @@ def _mu_curve(fp: np.ndarray, fn: np.ndarray, n_pos: int, n_neg: int, alpha: flo
     return mu_lower(fpr_ub, fnr_ub), np.asarray(fpr_ub), np.asarray(fnr_ub)
 
 
-def _estimate_paper(s, y, delta, alpha, seed=None) -> AuditEstimate:
+def _estimate_paper(s, y, delta, alpha) -> AuditEstimate:
     thresholds, fp, fn, n_pos, n_neg = _roc_counts(s, y)
     mu, fpr_ub, fnr_ub = _mu_curve(fp, fn, n_pos, n_neg, alpha)
     i = int(np.argmax(mu))  # first maximum (highest threshold) on ties
-    return _gdp_estimate("paper", alpha, delta, float(mu[i]), float(thresholds[i]),
-                         float(fpr_ub[i]), float(fnr_ub[i]), n_pos, n_neg, int(fp[i]),
-                         int(fn[i]), n_pos, n_neg, None)
+    return AuditEstimate(
+        epsilon=_epsilon_from_mu(float(mu[i]), delta), estimator="paper", alpha=alpha, delta=delta,
+        n_positive=n_pos, n_negative=n_neg,
+        details={"mu": float(mu[i]), "threshold": float(thresholds[i]), "fpr_ub": float(fpr_ub[i]),
+                 "fnr_ub": float(fnr_ub[i]), "false_positives": int(fp[i]),
+                 "false_negatives": int(fn[i])})
 
 
-def _split(y: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Stratified half/half split -> boolean mask of the selection part.
+# ---------------------------------------------------------------------------
+# The default estimator: binormal AUC test, hedged by tail thresholds
+# ---------------------------------------------------------------------------
 
-    Per class (label 1 first, then 0) a permutation from
-    ``np.random.default_rng(seed)`` puts ``floor(n_c / 2)`` runs in the
-    selection part and the rest in the evaluation part.
+#: Share of alpha the ``auc`` estimator spends on its tail thresholds (the rest on the AUC test).
+TAIL_SHARE = 0.2
+
+_OWEN_A = 1.0 / math.sqrt(3.0)  # Owen's T parameter of correlation 1/2: sqrt((1 - r) / (1 + r))
+_MU_GRID = np.linspace(0.0, 40.0, 4001)
+
+
+def _binormal_auc_moments(mu: np.ndarray, n_pos: int, n_neg: int) -> tuple[np.ndarray, np.ndarray]:
+    """AUC of N(mu, 1) against N(0, 1) and the exact standard deviation of its Mann-Whitney estimate.
+
+    ``A = Phi(mu / sqrt 2)``; ``Var = [A (1 - A) + (n_pos + n_neg - 2) (P - A^2)] / (n_pos n_neg)``
+    (Bamber 1975), where ``P`` = P(two positives both beat one negative) = P(one positive beats
+    two negatives) = Phi_2(h, h; 1/2), h = mu / sqrt 2. ``P - A^2`` is computed as
+    ``P(Z1 > h, Z2 > h) - Phi(-h)^2`` with Owen's T, accurate when A is close to 1.
     """
-    rng = np.random.default_rng(seed)
-    select = np.zeros(y.shape[0], dtype=bool)
-    for cls in (1, 0):
-        idx = np.flatnonzero(y == cls)
-        if idx.shape[0] < 2:
-            raise ValueError(
-                f"the heldout estimator needs at least 2 runs per class; "
-                f"label {cls} has {idx.shape[0]}"
-            )
-        perm = rng.permutation(idx)
-        select[perm[: idx.shape[0] // 2]] = True
-    return select, ~select
+    h = np.asarray(mu, dtype=np.float64) / math.sqrt(2.0)
+    a = special.ndtr(h)
+    abar = special.ndtr(-h)
+    both_above = abar - 2.0 * special.owens_t(h, _OWEN_A)
+    cov = np.maximum(both_above - abar * abar, 0.0)
+    var = (a * abar + (n_pos + n_neg - 2) * cov) / (n_pos * n_neg)
+    return a, np.sqrt(var)
 
 
-def _estimate_heldout(s, y, delta, alpha, seed) -> AuditEstimate:
-    select, evaluate = _split(y, seed)
-    # 1) choose the threshold on the selection part
-    thr, fp_s, fn_s, np_s, nn_s = _roc_counts(s[select], y[select])
-    mu_s, _, _ = _mu_curve(fp_s, fn_s, np_s, nn_s, alpha)
-    j = int(np.argmax(mu_s))
-    # Any tau in (next lower distinct score, thr[j]] gives the same selection
-    # counts; the midpoint generalises better to unseen (evaluation) runs.
-    if j + 1 < thr.shape[0]:
-        tau = float(thr[j] + (thr[j + 1] - thr[j]) / 2.0)
-        if not thr[j + 1] < tau <= thr[j]:  # rounding on adjacent floats
-            tau = float(thr[j])
-    else:
-        tau = float(thr[j])
-    # 2) bound the error rates at that single threshold on the evaluation part
-    s_e = s[evaluate]
-    y_e = y[evaluate]
-    pos = s_e[y_e == 1]
-    neg = s_e[y_e == 0]
-    fp = int(np.count_nonzero(neg >= tau))
-    fn = int(np.count_nonzero(pos < tau))
-    fpr_ub = float(clopper_pearson_upper(fp, neg.shape[0], alpha))
-    fnr_ub = float(clopper_pearson_upper(fn, pos.shape[0], alpha))
-    n_pos = int(y.sum())
-    return _gdp_estimate("heldout", alpha, delta, float(mu_lower(fpr_ub, fnr_ub)), tau, fpr_ub,
-                         fnr_ub, n_pos, int(y.shape[0] - n_pos), fp, fn, int(pos.shape[0]),
-                         int(neg.shape[0]), seed)
+def _mann_whitney_auc(pos: np.ndarray, neg: np.ndarray, ties: float) -> float:
+    """Share of (positive, negative) pairs where the positive scores higher; a tie counts ``ties``."""
+    neg_sorted = np.sort(neg)
+    below = np.searchsorted(neg_sorted, pos, side="left").sum(dtype=np.float64)
+    if ties:
+        below += ties * (np.searchsorted(neg_sorted, pos, side="right")
+                         - np.searchsorted(neg_sorted, pos, side="left")).sum(dtype=np.float64)
+    return float(below / (pos.shape[0] * neg.shape[0]))
+
+
+def _auc_mu(auc: float, n_pos: int, n_neg: int, alpha: float) -> float:
+    """Smallest mu >= 0 whose binormal AUC test at level ``alpha`` does not reject ``auc``.
+
+    The test of "the mechanism is mu-GDP" rejects when the observed AUC exceeds
+    ``A(mu) + z_(1-alpha) sd(mu)``; every mu below the first crossing is rejected, so the
+    first crossing is a lower confidence bound on mu (0 when even mu = 0 is not rejected).
+    """
+    z = float(stats.norm.isf(alpha))
+
+    def crit(mu: Any) -> Any:
+        a, sd = _binormal_auc_moments(mu, n_pos, n_neg)
+        return a + z * sd
+
+    above = np.flatnonzero(crit(_MU_GRID) >= auc)
+    if above.size == 0:  # pragma: no cover - crit(40) exceeds 1 for any n below ~1e300
+        return float(_MU_GRID[-1])
+    i = int(above[0])
+    if i == 0:
+        return 0.0
+    return float(optimize.brentq(lambda m: float(crit(m)) - auc, _MU_GRID[i - 1], _MU_GRID[i],
+                                 xtol=1e-12))
+
+
+def tail_ranks(n_neg: int) -> np.ndarray:
+    """Out-score order statistics the ``auc`` estimator thresholds at: 1, 2, 4, ... <= max(1, n_neg / 8)."""
+    top = max(1, n_neg // 8)
+    return 2 ** np.arange(int(math.log2(top)) + 1)
+
+
+def _tail_bounds(pos: np.ndarray, neg: np.ndarray, alpha: float):
+    """GDP bounds at thresholds just above the k-th highest out-score, k in :func:`tail_ranks`.
+
+    The threshold depends on the out-scores only. Its false-positive rate is the k-th smallest
+    of n_neg uniforms, Beta(k, n_neg - k + 1) exactly (distribution-free), and given the
+    threshold the false negatives are binomial: each of the 2K upper bounds holds with
+    probability 1 - alpha / (2K), all together with probability >= 1 - alpha.
+    """
+    n_pos, n_neg = pos.shape[0], neg.shape[0]
+    ks = tail_ranks(n_neg)
+    level = alpha / (2 * ks.shape[0])
+    thresholds = -np.sort(-neg)[ks - 1]
+    fn = np.searchsorted(np.sort(pos), thresholds, side="right")  # positives <= threshold
+    fpr_ub = stats.beta.isf(level, ks, n_neg - ks + 1)
+    fnr_ub = np.where(fn < n_pos, stats.beta.isf(level, fn + 1, np.maximum(n_pos - fn, 1)), 1.0)
+    return thresholds, ks - 1, fn, fpr_ub, fnr_ub, mu_lower(fpr_ub, fnr_ub)
+
+
+def _estimate_auc(s, y, delta, alpha) -> AuditEstimate:
+    pos, neg = s[y == 1], s[y == 0]
+    n_pos, n_neg = pos.shape[0], neg.shape[0]
+    auc = _mann_whitney_auc(pos, neg, ties=0.0)
+    mu_auc = _auc_mu(auc, n_pos, n_neg, alpha * (1.0 - TAIL_SHARE))
+    thr, fp, fn, fpr_ub, fnr_ub, mu_t = _tail_bounds(pos, neg, alpha * TAIL_SHARE)
+    j = int(np.argmax(mu_t))
+    mu_tail = float(mu_t[j])
+    mu = max(mu_auc, mu_tail)
+    return AuditEstimate(
+        epsilon=_epsilon_from_mu(mu, delta), estimator="auc", alpha=alpha, delta=delta,
+        n_positive=n_pos, n_negative=n_neg,
+        details={"mu": mu, "component": "auc" if mu_auc >= mu_tail else "tail",
+                 "auc_strict": auc, "mu_auc": mu_auc, "mu_tail": mu_tail,
+                 "threshold": float(thr[j]), "fpr_ub": float(fpr_ub[j]), "fnr_ub": float(fnr_ub[j]),
+                 "false_positives": int(fp[j]), "false_negatives": int(fn[j])})
 
 
 # ---------------------------------------------------------------------------
@@ -421,16 +470,15 @@ def _estimate_heldout(s, y, delta, alpha, seed) -> AuditEstimate:
 
 @dataclass(frozen=True)
 class Estimator:
-    """A registered estimator: ``estimate(scores, labels, delta, alpha, seed)``.
+    """A registered estimator: ``estimate(scores, labels, delta, alpha) -> AuditEstimate``.
 
-    ``valid``: its bound is shown valid by simulation (a figure may present it as a
-    lower bound); ``seeded``: it uses ``seed``; ``linestyle``: its lines in figures.
+    ``valid``: its bound is shown valid by simulation (a figure may present it as a lower
+    bound); ``linestyle``: its lines in figures.
     """
 
     name: str
-    estimate: Callable[[np.ndarray, np.ndarray, float, float, int | None], AuditEstimate]
+    estimate: Callable[[np.ndarray, np.ndarray, float, float], AuditEstimate]
     valid: bool
-    seeded: bool
     linestyle: str
     description: str
 
@@ -438,14 +486,17 @@ class Estimator:
 #: Registered estimators by name (the CLI, params.yaml and the figures take names from here).
 ESTIMATORS: dict[str, Estimator] = {
     e.name: e for e in (
-        Estimator("heldout", _estimate_heldout, valid=True, seeded=True, linestyle="-",
-                  description="valid: threshold chosen on half of the runs, "
-                              "Clopper-Pearson bounds on the other half"),
-        Estimator("paper", _estimate_paper, valid=False, seeded=False, linestyle="--",
+        Estimator("auc", _estimate_auc, valid=True, linestyle="-",
+                  description="valid and deterministic: binormal AUC test at 0.8 alpha, "
+                              "or tail thresholds at fixed out-score ranks at 0.2 alpha"),
+        Estimator("paper", _estimate_paper, valid=False, linestyle="--",
                   description="the paper's maximum over all thresholds, uncorrected; "
                               "can overstate epsilon (reproduction only)"),
     )
 }
+
+#: The estimator used when none is named.
+DEFAULT_ESTIMATOR = "auc"
 
 
 def estimate_epsilon(
@@ -453,8 +504,7 @@ def estimate_epsilon(
     labels: Any,
     delta: float,
     alpha: float = 0.05,
-    estimator: str = "heldout",
-    seed: int = 0,
+    estimator: str = DEFAULT_ESTIMATOR,
 ) -> AuditEstimate:
     """Empirical lower bound on epsilon at ``delta`` from audit scores.
 
@@ -468,37 +518,33 @@ def estimate_epsilon(
     delta:
         Target delta in (0, 1).
     alpha:
-        Significance level in (0, 1): two-sided Clopper-Pearson intervals at
-        level ``alpha``, i.e. each upper bound holds with probability
-        ``>= 1 - alpha/2``.
+        Significance level in (0, 1).
     estimator:
-        ``"heldout"`` (default) or ``"paper"``.
-    seed:
-        Seed of the stratified split (``"heldout"`` only).
+        ``"auc"`` (default) or ``"paper"``.
 
     Estimators
     ----------
-    ``"heldout"`` - statistically valid.
-        The runs are split, stratified by label and seeded
-        (``np.random.default_rng(seed)``), into a selection half (``floor``)
-        and an evaluation half (the rest).  On the selection half the ROC
-        threshold maximising the Clopper-Pearson-based ``mu`` is chosen (the
-        reported ``threshold`` is the midpoint between that selection score and
-        the next lower distinct selection score, which gives the same
-        selection counts); on the evaluation half the two-sided CP upper bounds on FPR and FNR are
-        computed at that single threshold and turned into ``mu`` and epsilon.
+    ``"auc"`` - valid at level ``alpha``, deterministic.
+        Assumption (the one every GDP auditing estimator makes): the audited mechanism is
+        mu*-GDP, i.e. its trade-off curve lies above that of N(mu*, 1) against N(0, 1), where
+        ``gdp_epsilon(mu*, delta)`` is its true epsilon.  Then the scores' own trade-off curve
+        does too (post-processing), whatever their distributions.  Both parts below are
+        monotone in the in-scores' ranks among the out-scores, so the least favourable
+        score distributions are N(mu*, 1) against N(0, 1) exactly.
 
-        Guarantee: suppose the audited mechanism's trade-off curve is at least
-        that of mu*-GDP where ``gdp_epsilon(mu*, delta)`` is its true epsilon
-        (DP-SGD's is, approximately, per Nasr et al. 2023 / Dong et al.;
-        exactly for the S1 worst case at ``q = 1``, which is a Gaussian
-        mechanism).  The threshold is a function of the selection runs only,
-        hence independent of the evaluation runs, so each one-sided CP bound
-        (level ``alpha/2``) on the evaluation runs is valid and, by the union
-        bound, both hold together with probability ``>= 1 - alpha``.  On that
-        event the true (FPR, FNR) at the threshold satisfy
-        ``Phi^-1(1 - FPR) - Phi^-1(FNR) <= mu*`` and ``mu_lower`` is
-        monotone, so ``P[reported epsilon > true epsilon] <= alpha``.
+        1. AUC test (level ``0.8 alpha``): the Mann-Whitney AUC (ties count 0) against the
+           binormal AUC ``Phi(mu / sqrt 2)`` plus ``z_(1-0.8 alpha)`` times its exact standard
+           deviation; ``mu_auc`` is the smallest mu not rejected.  Its level rests on the
+           normal approximation of the AUC (asymptotic; conservative as the AUC nears 1),
+           checked by simulation in the tests.
+        2. Tail thresholds (level ``0.2 alpha``): thresholds just above the 1st, 2nd, 4th, ...
+           highest out-score (up to ``n_neg / 8``), with the exact Beta bound on the
+           false-positive rate and the Clopper-Pearson bound on the false-negative rate,
+           Bonferroni over the 2K bounds (exact, distribution-free).  It catches signals in
+           the tail of the ROC (a canary that acts in a few runs) that the AUC dilutes.
+
+        ``mu = max(mu_auc, mu_tail)``; by the union bound
+        ``P[reported epsilon > true epsilon] <= alpha``.
 
     ``"paper"`` - reproduction of the paper's code; may overstate epsilon.
         Every ROC threshold (all distinct scores) is scored with two-sided CP
@@ -514,19 +560,14 @@ def estimate_epsilon(
     -----------------
     Empty input, mismatched lengths, non-finite scores, labels other than 0/1,
     or only one class present raise ``ValueError``.  Identical scores for all
-    runs give epsilon 0 (no threshold separates the classes: ``mu = -inf``).
-    Perfect separation gives a finite epsilon (the CP bounds are > 0).
-    ``mu <= 0`` gives epsilon 0.
+    runs give epsilon 0.  Perfect separation gives a finite epsilon, the
+    estimator's finite-R ceiling (:func:`finite_r_ceiling`).
     """
     delta = check_probability(delta, "delta")
     alpha = check_probability(alpha, "alpha")
     entry = ESTIMATORS[check_choice(estimator, "estimator", ESTIMATORS)]
     s, y = _validate_scores_labels(scores, labels)
-    if entry.seeded:
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-            raise ParameterError("seed", seed, "an integer")
-        seed = int(seed)
-    return entry.estimate(s, y, delta, alpha, seed)
+    return entry.estimate(s, y, delta, alpha)
 
 
 def estimate_over_steps(
@@ -534,18 +575,56 @@ def estimate_over_steps(
     labels: Any,
     delta: float,
     alpha: float = 0.05,
-    estimator: str = "heldout",
-    seed: int = 0,
+    estimator: str = DEFAULT_ESTIMATOR,
 ) -> list[AuditEstimate]:
-    """:func:`estimate_epsilon` for each row of ``score_matrix`` (n_steps x n_runs).
-
-    The same ``labels`` (and, for ``"heldout"``, the same ``seed``, hence the
-    same selection/evaluation split of the runs) are used at every step.
-    """
+    """:func:`estimate_epsilon` for each row of ``score_matrix`` (n_steps x n_runs)."""
     m = np.asarray(score_matrix, dtype=np.float64)
     if m.ndim != 2:
         raise ValueError(f"score_matrix must be 2-D (n_steps x n_runs), got shape {m.shape}")
-    return [
-        estimate_epsilon(row, labels, delta, alpha=alpha, estimator=estimator, seed=seed)
-        for row in m
-    ]
+    return [estimate_epsilon(row, labels, delta, alpha=alpha, estimator=estimator) for row in m]
+
+
+def finite_r_ceiling(n_positive: int, n_negative: int, delta: float, alpha: float = 0.05,
+                     estimator: str = DEFAULT_ESTIMATOR) -> float:
+    """The largest epsilon ``estimator`` can report from this many runs: perfectly separated scores.
+
+    No audit with ``n_positive`` runs on ``D`` and ``n_negative`` on ``D'`` can show more, whatever
+    the canary; an audit whose estimate sits at this value is limited by R, not by its signal.
+    """
+    n_pos = check_count(n_positive, "n_positive")
+    n_neg = check_count(n_negative, "n_negative")
+    labels = np.r_[np.ones(n_pos), np.zeros(n_neg)]
+    return estimate_epsilon(labels, labels, delta, alpha, estimator).epsilon
+
+
+# ---------------------------------------------------------------------------
+# What the scores say besides epsilon
+# ---------------------------------------------------------------------------
+
+
+def score_summary(scores: Any, labels: Any) -> dict[str, Any]:
+    """AUC (ties count 1/2), TPR at FPR 1e-3 and 1e-2 (best threshold rule at or below that FPR)
+    and the counts of runs: the numbers users compare attacks by."""
+    s, y = _validate_scores_labels(scores, labels)
+    pos, neg = s[y == 1], s[y == 0]
+    _, fp, fn, n_pos, n_neg = _roc_counts(s, y)
+    fpr = fp / n_neg
+    tpr = 1.0 - fn / n_pos
+
+    def tpr_at(limit: float) -> float:
+        ok = fpr <= limit
+        return float(tpr[ok].max()) if ok.any() else 0.0
+
+    return {"auc": _mann_whitney_auc(pos, neg, ties=0.5), "tpr_at_fpr_0.001": tpr_at(1e-3),
+            "tpr_at_fpr_0.01": tpr_at(1e-2), "n_positive": n_pos, "n_negative": n_neg}
+
+
+def reversed_evidence(scores: Any, labels: Any, delta: float, alpha: float = 0.05) -> float:
+    """Epsilon the default estimator finds in the NEGATED scores (0 when they are not reversed).
+
+    A positive value means label 0 (``D'``) scores significantly higher than label 1: the
+    convention of the paper's own code for some scenarios.  subaudit predicts ``D`` for high
+    scores, so such scores give epsilon 0 unless negated.
+    """
+    s, y = _validate_scores_labels(scores, labels)
+    return estimate_epsilon(-s, y, delta, alpha).epsilon

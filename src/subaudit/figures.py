@@ -20,13 +20,14 @@ import seaborn as sns  # noqa: E402
 from subaudit.io import atomic_path  # noqa: E402
 from subaudit.estimation import ESTIMATORS  # noqa: E402
 from subaudit.scenarios import SCENARIOS  # noqa: E402
-from subaudit.tables import EPS_AR, EPS_GROUP, EPS_S  # noqa: E402
+from subaudit.tables import CEILING, EPS_AR, EPS_GROUP, EPS_S  # noqa: E402
 
 _ACCOUNTING_STYLE = {
     EPS_S: dict(color="#1f77b4", linestyle="-", marker="o"),
     EPS_GROUP: dict(color="#9467bd", linestyle="--", marker="s"),
     EPS_AR: dict(color="#2ca02c", linestyle=":", marker="^"),
 }
+_CEILING_STYLE = dict(color="black", linestyle="-.", marker="x", linewidth=1.2)
 _AUDIT_COLORS = ["#d62728", "#ff7f0e", "#8c564b", "#e377c2"]
 
 
@@ -39,7 +40,7 @@ def _theme() -> None:
 
 
 def _estimator_label(name: str) -> str:
-    """'heldout estimator', or 'paper estimator, may overstate' for one not shown valid."""
+    """'auc estimator', or 'paper estimator, may overstate' for one not shown valid."""
     valid = name in ESTIMATORS and ESTIMATORS[name].valid
     return f"{name} estimator" + ("" if valid else ", may overstate")
 
@@ -50,11 +51,13 @@ def epsilon_vs_target(table: pd.DataFrame) -> plt.Figure:
     qs = sorted(table["q"].unique(), reverse=True)
     fig, axes = plt.subplots(1, len(qs), figsize=(max(4.2 * len(qs), _MIN_WIDTH), 4.2), squeeze=False,
                              sharey=True, layout="constrained")
-    audit_series = sorted(s for s in table["series"].unique() if s not in _ACCOUNTING_STYLE)
+    ceilings = [s for s in table["series"].unique() if s.startswith(CEILING.split("(")[0])]
+    styles = {**_ACCOUNTING_STYLE, **{s: _CEILING_STYLE for s in ceilings}}
+    audit_series = sorted(s for s in table["series"].unique() if s not in styles)
     n_rep = int(table["n_repeats"].max()) if len(audit_series) else 0
     for ax, q in zip(axes[0], qs):
         sub = table[table["q"] == q]
-        for series, style in _ACCOUNTING_STYLE.items():
+        for series, style in styles.items():
             d = sub[sub["series"] == series].sort_values("target_epsilon")
             ax.plot(d["target_epsilon"], d["epsilon"], label=series, **style)
         for i, series in enumerate(audit_series):

@@ -211,10 +211,8 @@ SEED_KEYS: dict[str, tuple[str, ...]] = {
     "reference": ("'natural", "experiment", "'reference"),
     "canary": ("'natural", "experiment", "scenario", "q?"),
     "train": ("'natural", "experiment", "scenario", "q", "repeat"),
-    "estimate": ("'natural", "experiment", "scenario", "q", "repeat", "'split"),
     "utility": ("'natural", "experiment", "scenario", "'utility"),
     "s1": ("'s1", "q", "target_epsilon", "repeat"),
-    "s1-estimate": ("'s1-split", "q", "target_epsilon", "repeat"),
 }
 
 

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from subaudit import accounting
+from subaudit.ceilings import final_iterate_epsilon
 from subaudit.estimation import estimate_over_steps
 from subaudit.scenarios import SCENARIOS
 
@@ -20,6 +21,7 @@ from subaudit.scenarios import SCENARIOS
 EPS_S = "eps_S (accounting)"
 EPS_GROUP = "eps_S (group privacy)"
 EPS_AR = "eps_AR (accounting)"
+CEILING = "final-iterate ceiling ({adjacency})"
 
 
 def s1_calibration(target_epsilon: float, q: float, steps: int, delta: float) -> dict[str, Any]:
@@ -65,19 +67,21 @@ def mean_se(frame: pd.DataFrame, keys: list[str], value: str) -> pd.DataFrame:
 
 
 def step_estimates(scores: np.ndarray, labels: np.ndarray, steps: Sequence[int], delta: float,
-                 alpha: float, estimators: Iterable[str], seed: int) -> list[dict[str, Any]]:
+                   alpha: float, estimators: Iterable[str]) -> list[dict[str, Any]]:
     """One estimate record per (checkpoint step, estimator) of one audit repeat (any scenario)."""
     records = []
     for name in estimators:
         per_step = estimate_over_steps(np.atleast_2d(scores), labels, delta=delta, alpha=alpha,
-                                       estimator=name, seed=seed)
+                                       estimator=name)
         records += [{"step": int(step), **est.to_dict()} for step, est in zip(steps, per_step)]
     return sorted(records, key=lambda r: r["step"])
 
 
 def fig2_table(calibrations: Iterable[Mapping[str, Any]],
                estimates: Iterable[Mapping[str, Any]], adjacency: str) -> pd.DataFrame:
-    """Tidy Fig 2 table: accountant values and audited epsilon (mean, s.e. over repeats).
+    """Tidy Fig 2 table: accountant values, the final-iterate ceiling of the S1 canary
+    (:mod:`subaudit.ceilings`, the canaries' ``adjacency``) and audited epsilon (mean, s.e.
+    over repeats).
 
     ``estimates`` are records with keys q, target_epsilon, repeat, step, estimator,
     epsilon (the final-step rows are used). ``se`` is the standard error of the mean
@@ -88,8 +92,10 @@ def fig2_table(calibrations: Iterable[Mapping[str, Any]],
     for rec in cal.itertuples(index=False):
         base = {"q": rec.q, "target_epsilon": rec.target_epsilon, "sigma": rec.sigma,
                 "steps": rec.steps, "delta": rec.delta}
+        ceiling = final_iterate_epsilon(rec.sigma, rec.q, rec.steps, rec.delta, adjacency)
         for series, value in ((EPS_S, rec.eps_substitute), (EPS_GROUP, rec.eps_group),
-                              (EPS_AR, rec.eps_add_remove)):
+                              (EPS_AR, rec.eps_add_remove),
+                              (CEILING.format(adjacency=adjacency), ceiling)):
             rows.append({**base, "series": series, "estimator": "", "adjacency": "",
                          "epsilon": value, "se": 0.0, "n_repeats": 0})
     est = pd.DataFrame(list(estimates))

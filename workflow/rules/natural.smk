@@ -109,7 +109,6 @@ rule estimate_natural:
         delta=config["delta"],
         alpha=config["alpha"],
         estimators=config["estimators"],
-        seed=seed("estimate"),
     log:
         "logs/natural/{exp}/estimate_{scenario}_{key}.log",
     resources:

@@ -44,7 +44,6 @@ rule estimate_s1:
         delta=config["delta"],
         alpha=config["alpha"],
         estimators=config["estimators"],
-        seeds=lambda wc: [S.seed(config["seed"], "s1-estimate", v) for v in s1_values(wc.q)],
     log:
         "logs/s1/estimate_q{q}.log",
     resources:

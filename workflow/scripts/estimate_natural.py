@@ -14,8 +14,7 @@ setting = {"experiment": wc.exp, "scenario": wc.scenario, **parse_key(wc.key)}
 merged = merge_shards(parts, p.runs, setting)
 log.info("merged %d shards, %d runs", len(parts), len(merged.runs))
 write_scores(snakemake.output.scores, merged)
-records = step_estimates(merged.scores, merged.bits, merged.steps, p.delta, p.alpha,
-                         p.estimators, p.seed)
+records = step_estimates(merged.scores, merged.bits, merged.steps, p.delta, p.alpha, p.estimators)
 for rec in records:
     rec.update(merged.setting, sigma=merged.sigma)
 log.info("final step: %s", [r for r in records if r["step"] == int(merged.steps[-1])])

@@ -1,0 +1,328 @@
+"""One-run audits: lower bounds on epsilon from a single training run with ``m`` canaries.
+
+Setting (both estimators): each of ``m`` canaries takes one of ``k`` values uniformly at
+random, independently (``k = 2``: included with probability 1/2, i.e. membership).  After
+one training run the auditor guesses the value of ``r`` canaries and abstains on the other
+``m - r``; ``v`` of the guesses are correct.  A privacy claim is falsified at significance
+``alpha`` when observing ``>= v`` correct guesses has probability ``<= alpha`` under every
+mechanism satisfying the claim; the reported epsilon is the largest one falsified.
+
+``"steinke"``
+    Steinke, Nasr & Jagielski 2023, "Privacy Auditing with One (1) Training Run"
+    (arXiv 2305.08846), Theorem 5.2 with its ``delta > 0`` term and the appendix code
+    (``p_value_DP_audit``): for an (eps, delta)-DP mechanism,
+    ``P[W >= v] <= beta + 2 m delta * max_{i=1..v} (P[B >= v - i] - beta) / i`` with
+    ``B ~ Binomial(r, e^eps / (1 + e^eps))`` and ``beta = P[B >= v]``.  Membership only.
+``"fdp"``
+    Mahloujifar, Melis & Chaudhuri 2024, "Auditing f-Differential Privacy in One Run"
+    (arXiv 2410.22235), the reconstruction bound with abstentions ("audit_rh_with_cap"),
+    in the Gaussian family: a candidate (eps, delta) stands for the mu-GDP curve of the
+    Gaussian mechanism that is exactly (eps, delta)-DP (``mu = 1 / sigma``, sigma from
+    ``dp_accounting.get_sigma_gaussian``).  ``k``-ary games use the paper's
+    ``h[i] = max(h[i+1], (k - 1) * fbar^{-1}(r[i+1]))``.
+
+Both p-value computations agree with google-deepmind/jax_privacy (``auditing.py``,
+``_epsilon_one_run`` and ``_epsilon_one_run_fdp``) for ``k = 2`` (see the tests).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Sequence
+
+import dp_accounting
+import numpy as np
+from scipy import optimize, special, stats
+
+from subaudit.validation import ParameterError, check_choice, check_count, check_probability
+
+__all__ = [
+    "ONE_RUN_METHODS",
+    "best_one_run_epsilon",
+    "default_guess_grid",
+    "fdp_epsilon",
+    "guesses_from_scores",
+    "kary_guesses_from_scores",
+    "steinke_epsilon",
+    "steinke_p_value",
+]
+
+#: Absolute tolerance of the root search over epsilon.
+_XTOL = 1e-10
+#: Doublings of the upper end of the bracket before giving up (2**40 is far beyond any epsilon).
+_MAX_DOUBLINGS = 40
+
+
+# ---------------------------------------------------------------------------
+# validation
+# ---------------------------------------------------------------------------
+
+def _check_counts(canaries: int, guesses: int, correct: int) -> tuple[int, int, int]:
+    m = check_count(canaries, "canaries", 1)
+    r = check_count(guesses, "guesses", 0)
+    v = check_count(correct, "correct", 0)
+    if r > m:
+        raise ParameterError("guesses", guesses, f"an integer in [0, canaries = {m}]")
+    if v > r:
+        raise ParameterError("correct", correct, f"an integer in [0, guesses = {r}]")
+    return m, r, v
+
+
+def _check_delta(delta: float, allow_zero: bool) -> float:
+    if allow_zero and isinstance(delta, (int, float)) and not isinstance(delta, bool) and delta == 0:
+        return 0.0
+    try:
+        return check_probability(delta, "delta")
+    except ParameterError:
+        if allow_zero:
+            raise ParameterError("delta", delta, "a number in [0, 1)") from None
+        raise
+
+
+# ---------------------------------------------------------------------------
+# root search
+# ---------------------------------------------------------------------------
+
+def _largest_falsified(objective: Callable[[float], float]) -> float:
+    """Largest eps >= 0 with ``objective(eps) > 0`` (falsified), 0 if none.
+
+    The objective is taken to be non-increasing in eps; the bracket doubles from 1 until it is no
+    longer falsified, then brentq locates the crossing.
+    """
+    if not objective(0.0) > 0:
+        return 0.0
+    lo, hi = 0.0, 1.0
+    for _ in range(_MAX_DOUBLINGS):
+        if not objective(hi) > 0:
+            return float(optimize.brentq(objective, lo, hi, xtol=_XTOL))
+        lo, hi = hi, 2.0 * hi
+    raise RuntimeError(f"one-run audit: claim still falsified at eps = {lo:g}")
+
+
+# ---------------------------------------------------------------------------
+# Steinke, Nasr & Jagielski 2023
+# ---------------------------------------------------------------------------
+
+def _steinke_p(m: int, r: int, v: int, eps: float, delta: float) -> float:
+    if v == 0:
+        return 1.0
+    q = float(special.expit(eps))
+    beta = float(stats.binom.sf(v - 1, r, q))  # P[B >= v]
+    if delta == 0.0:
+        return beta
+    i = np.arange(1, v + 1)
+    # P[B >= v - i] - beta = P[v - i <= B < v], vectorised over i = 1..v.
+    excess = (stats.binom.sf(v - i - 1, r, q) - beta) / i
+    return min(beta + float(np.max(excess)) * 2.0 * m * delta, 1.0)
+
+
+def steinke_p_value(canaries: int, guesses: int, correct: int, eps: float, delta: float) -> float:
+    """P-value of ``>= correct`` right guesses under (eps, delta)-DP (Steinke et al. Thm 5.2).
+
+    Exposed so that a caller can report the p-value of a claimed epsilon, not only the bound.
+    """
+    m, r, v = _check_counts(canaries, guesses, correct)
+    d = _check_delta(delta, allow_zero=True)
+    e = float(eps)
+    if not (math.isfinite(e) and e >= 0):
+        raise ParameterError("eps", eps, "a finite number >= 0")
+    return _steinke_p(m, r, v, e, d)
+
+
+def steinke_epsilon(canaries: int, guesses: int, correct: int, delta: float, alpha: float = 0.05) -> float:
+    """Epsilon lower bound of Steinke, Nasr & Jagielski (2023) at confidence ``1 - alpha``.
+
+    The largest eps whose p-value (with the ``2 m delta`` term when ``delta > 0``) is
+    ``<= alpha``; 0 if even eps = 0 is not rejected.  ``delta = 0`` is allowed.
+    """
+    m, r, v = _check_counts(canaries, guesses, correct)
+    d = _check_delta(delta, allow_zero=True)
+    a = check_probability(alpha, "alpha")
+    return _largest_falsified(lambda eps: a - _steinke_p(m, r, v, eps, d))
+
+
+# ---------------------------------------------------------------------------
+# Mahloujifar, Melis & Chaudhuri 2024
+# ---------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=4096)
+def _gaussian_mu(eps: float, delta: float) -> float:
+    """mu of the Gaussian mechanism that is exactly (eps, delta)-DP (sensitivity 1)."""
+    return 1.0 / float(dp_accounting.get_sigma_gaussian(eps, delta))
+
+
+def _fdp_margin(m: int, r: int, v: int, alpha: float, mu: float, k: int) -> float:
+    """``r[0] + h[0] - r / m`` of the paper's "audit_rh_with_cap"; > 0 means mu-GDP is falsified.
+
+    ``fbar^{-1}(x) = Phi(Phi^{-1}(x) - mu)`` is the inverse of the mu-GDP blow-up
+    ``1 - G_mu(x)``.  The running value ``rr`` is a probability: it is clamped to 1, past
+    which ``Phi^{-1}`` would return NaN.
+    """
+    rr = alpha * v / m
+    h = alpha * (r - v) / m
+    km1 = k - 1
+    for i in range(v - 1, -1, -1):
+        h_new = max(h, km1 * float(special.ndtr(special.ndtri(rr) - mu)))
+        if h_new == h:  # neither h nor rr can change any more
+            break
+        rr = min(rr + (i / (r - i)) * (h_new - h), 1.0)
+        h = h_new
+    return rr + h - r / m
+
+
+def fdp_epsilon(
+    canaries: int, guesses: int, correct: int, delta: float, alpha: float = 0.05, k: int = 2
+) -> float:
+    """Epsilon lower bound of Mahloujifar, Melis & Chaudhuri (2024), Gaussian f-DP family.
+
+    The largest eps whose Gaussian-mechanism curve mu(eps, delta)-GDP is falsified by
+    ``correct`` right guesses out of ``guesses`` on ``canaries`` ``k``-ary canaries
+    (``k = 2``: membership); 0 if none.  ``delta`` must be > 0 (no Gaussian mechanism is pure DP).
+    """
+    m, r, v = _check_counts(canaries, guesses, correct)
+    d = _check_delta(delta, allow_zero=False)
+    a = check_probability(alpha, "alpha")
+    kk = check_count(k, "k", 2)
+    return _largest_falsified(lambda eps: _fdp_margin(m, r, v, a, _gaussian_mu(eps, d), kk))
+
+
+#: Name -> estimator, for ``--method`` options.  Both take (canaries, guesses, correct, delta, alpha);
+#: ``"fdp"`` also takes ``k``.
+ONE_RUN_METHODS: dict[str, Callable[..., float]] = {
+    "steinke": steinke_epsilon,
+    "fdp": fdp_epsilon,
+}
+
+
+# ---------------------------------------------------------------------------
+# guesses from per-canary scores
+# ---------------------------------------------------------------------------
+
+def _check_scores_1d(scores, inserted) -> tuple[np.ndarray, np.ndarray]:
+    s = np.asarray(scores, dtype=float)
+    if s.ndim != 1 or s.size == 0 or not np.all(np.isfinite(s)):
+        raise ParameterError("scores", scores, "a non-empty 1-D array of finite numbers")
+    b = np.asarray(inserted)
+    if b.shape != s.shape or b.dtype != bool:
+        raise ParameterError("inserted", inserted, f"a boolean array of shape {s.shape}")
+    return s, b
+
+
+def guesses_from_scores(scores, inserted, guesses: int, *, one_sided: bool = False) -> tuple[int, int]:
+    """(guesses, correct) of the papers' rule: "in" for the highest scores, "out" for the lowest.
+
+    Symmetric (Steinke et al.): ``ceil(guesses / 2)`` "in" guesses on the highest scores and
+    ``floor(guesses / 2)`` "out" guesses on the lowest, abstaining on the rest; with
+    ``one_sided`` all ``guesses`` are "in" guesses on the highest scores.  A higher score
+    means "more likely included".  Ties are broken by canary index (never by ``inserted``).
+    """
+    s, b = _check_scores_1d(scores, inserted)
+    m = s.size
+    r = check_count(guesses, "guesses", 0)
+    if r > m:
+        raise ParameterError("guesses", guesses, f"an integer in [0, {m}] (the number of canaries)")
+    order = np.argsort(-s, kind="stable")  # highest first, ties by index
+    k_plus = r if one_sided else r - r // 2
+    k_minus = r - k_plus
+    correct = int(np.count_nonzero(b[order[:k_plus]]))
+    if k_minus:
+        correct += int(np.count_nonzero(~b[order[m - k_minus:]]))
+    return r, correct
+
+
+def kary_guesses_from_scores(scores, truth, guesses: int) -> tuple[int, int]:
+    """(guesses, correct) for ``k``-ary canaries: guess the top-scoring value, keep the most confident.
+
+    ``scores`` has shape (m, k) (score of value j for canary i), ``truth`` the true value
+    index per canary; the auditor guesses ``argmax_j scores[i, j]`` on the ``guesses``
+    canaries with the largest top score and abstains on the rest (ties by index).
+    """
+    s = np.asarray(scores, dtype=float)
+    if s.ndim != 2 or s.shape[0] == 0 or s.shape[1] < 2 or not np.all(np.isfinite(s)):
+        raise ParameterError("scores", scores, "an (m, k) array of finite numbers, m >= 1, k >= 2")
+    m, k = s.shape
+    t = np.asarray(truth)
+    if t.shape != (m,) or not np.issubdtype(t.dtype, np.integer) or np.any((t < 0) | (t >= k)):
+        raise ParameterError("truth", truth, f"an integer array of shape ({m},) with values in [0, {k})")
+    r = check_count(guesses, "guesses", 0)
+    if r > m:
+        raise ParameterError("guesses", guesses, f"an integer in [0, {m}] (the number of canaries)")
+    guess = np.argmax(s, axis=1)
+    order = np.argsort(-s.max(axis=1), kind="stable")[:r]
+    return r, int(np.count_nonzero(guess[order] == t[order]))
+
+
+def default_guess_grid(canaries: int) -> list[int]:
+    """Guess counts searched by :func:`best_one_run_epsilon`: 1%, 2%, 5%, 10%, 20%, ..., 100% of m."""
+    m = check_count(canaries, "canaries", 1)
+    fractions = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0)
+    return sorted({max(1, min(m, round(f * m))) for f in fractions})
+
+
+def best_one_run_epsilon(
+    scores,
+    inserted,
+    delta: float,
+    alpha: float = 0.05,
+    method: str = "steinke",
+    k: int = 2,
+    *,
+    grid: Sequence[int] | None = None,
+    one_sided: bool = False,
+    bonferroni: bool = True,
+) -> float:
+    """Largest one-run epsilon bound over a grid of guess counts, as in the papers' experiments.
+
+    For each ``r`` in ``grid`` (default :func:`default_guess_grid`) the guesses are chosen
+    from the scores (:func:`guesses_from_scores`, symmetric +/- split or ``one_sided``; for
+    ``k > 2``, ``scores`` is (m, k), ``inserted`` holds the true value indices and
+    :func:`kary_guesses_from_scores` is used) and the bound of ``method`` is computed.
+
+    The guess count is chosen after seeing the data, so the maximum is a search over
+    ``len(grid)`` tests.  By default each test runs at ``alpha / len(grid)`` (Bonferroni), so
+    the reported bound holds at confidence ``1 - alpha``.  ``bonferroni=False`` uses
+    ``alpha`` for every test, like the papers' own experiments: it is not corrected for the
+    search and can overstate epsilon; use it for reproduction only.
+    """
+    name = check_choice(method, "method", ONE_RUN_METHODS)
+    d = _check_delta(delta, allow_zero=(name == "steinke"))
+    a = check_probability(alpha, "alpha")
+    kk = check_count(k, "k", 2)
+    if name == "steinke" and kk != 2:
+        raise ParameterError("k", k, "2 (the Steinke et al. bound is for membership)")
+    if kk == 2:
+        s, b = _check_scores_1d(scores, inserted)
+        m = s.size
+
+        def count(r: int) -> tuple[int, int]:
+            return guesses_from_scores(s, b, r, one_sided=one_sided)
+    else:
+        s2 = np.asarray(scores, dtype=float)
+        if s2.ndim != 2 or s2.shape[1] != kk:
+            raise ParameterError("scores", scores, f"an (m, k = {kk}) array")
+        try:
+            kary_guesses_from_scores(s2, inserted, 0)  # validate once
+        except ParameterError as err:
+            raise ParameterError("inserted" if err.name == "truth" else err.name, err.value, err.allowed) from None
+        m = s2.shape[0]
+
+        def count(r: int) -> tuple[int, int]:
+            return kary_guesses_from_scores(s2, inserted, r)
+
+    if grid is None:
+        rs = default_guess_grid(m)
+    else:
+        rs = sorted({check_count(r, "grid", 1) for r in grid})
+        if not rs or rs[-1] > m:
+            raise ParameterError("grid", grid, f"a non-empty set of integers in [1, {m}]")
+    level = a / len(rs) if bonferroni else a
+    best = 0.0
+    for r in rs:
+        _, v = count(r)
+        if name == "steinke":
+            eps = steinke_epsilon(m, r, v, d, level)
+        else:
+            eps = fdp_epsilon(m, r, v, d, level, kk)
+        best = max(best, eps)
+    return best
