@@ -12,6 +12,7 @@ include: "workflow/rules/accounting.smk"
 include: "workflow/rules/s1.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/natural.smk"
+include: "workflow/rules/one_run.smk"
 include: "workflow/rules/figures.smk"
 
 

@@ -247,3 +247,15 @@ def test_ceiling_q1_is_the_gaussian_mechanism():
         want = pld.from_gaussian_mechanism(standard_deviation=20.0 / math.sqrt(100), sensitivity=sens,
                                            value_discretization_interval=1e-5).get_epsilon_for_delta(1e-5)
         assert out["epsilon"] == pytest.approx(want, rel=1e-3)
+
+
+def test_ceiling_every_kth_step_is_the_library_curve():
+    from subaudit.ceilings import final_iterate_epsilon
+
+    out = cli_json("ceiling", "--sigma", "3", "--q", "0.0625", "--steps", "250", "--delta", "1e-5",
+                   "--every", "100")
+    assert out["curve_steps"] == [100, 200, 250]
+    for t, e in zip(out["curve_steps"], out["curve_epsilon"]):
+        assert e == pytest.approx(final_iterate_epsilon(3.0, 0.0625, t, 1e-5, "substitute"), rel=1e-9)
+    assert out["epsilon"] == out["curve_epsilon"][-1]
+    assert out["curve_epsilon"] == sorted(out["curve_epsilon"])  # more steps, more leakage

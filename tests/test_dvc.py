@@ -57,7 +57,7 @@ def test_push_pull_restores_results_and_snakemake_state(tmp_path, repo_root):
     assert (origin / "results/figures/fig2.png").is_file()
     lock = yaml.safe_load((origin / "dvc.lock").read_text())
     assert {o["path"] for o in lock["stages"]["default"]["outs"]} == {
-        "results/accounting", "results/s1", "results/natural", "results/figures",
+        "results/accounting", "results/s1", "results/natural", "results/one_run", "results/figures",
         "data/raw", "data/splits", "data/features"}
     sh(origin, "git", "add", "-A")
     sh(origin, "git", "commit", "-qm", "results")
@@ -87,4 +87,5 @@ def test_push_pull_restores_results_and_snakemake_state(tmp_path, repo_root):
     params["alpha"] = 0.1
     write_params(clone, params)
     assert job_counts(clone) == {"all": 1, "estimate_s1": 2, "estimate_natural": 12,
-                                 "epsilon_vs_target": 1, "epsilon_vs_step": 3}
+                                 "epsilon_vs_target": 1, "epsilon_vs_step": 3, "one_run": 2,
+                                 "one_run_figure": 1}

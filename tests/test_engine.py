@@ -482,29 +482,6 @@ def test_a_score_other_than_the_canarys_own():
     np.testing.assert_allclose(res.scores[-1], start - final, rtol=0, atol=1e-12)
 
 
-class _TwoInputCanaries(engine.Canary):
-    """Two input canaries per run (records n and n + 1), each with its own bit."""
-
-    count = 2
-
-    def __init__(self, a: engine.InputCanary, b: engine.InputCanary) -> None:
-        self.a, self.b = a, b
-
-    def input_rows(self):
-        return torch.stack([self.a.x, self.b.x]), torch.stack([self.a.y, self.b.y])
-
-    @property
-    def score(self):
-        return engine.LogitDifference()
-
-    def check(self, model, dp):
-        self.a.check(model)
-        self.b.check(model)
-
-    def to(self, device, dtype):
-        return _TwoInputCanaries(self.a.to(device, dtype), self.b.to(device, dtype))
-
-
 def test_two_canaries_per_run_with_a_bit_each():
     """At q = 1 every record is in every batch, so a run with canaries A (bit a) and B
     (bit b) trains on D + {A's record, B's record}: the same as one canary A with B's
@@ -518,7 +495,8 @@ def test_two_canaries_per_run_with_a_bit_each():
                   expected_batch_size=32.0)
     runs = np.arange(16)
     bits = np.stack([runs % 2, (runs // 2) % 2], axis=1)
-    both = train(model, data, _TwoInputCanaries(a, b), dp, seed=3, runs=runs, bits=bits,
+    pair = engine.InputCanaries(torch.stack([a.x, b.x]), torch.stack([a.y, b.y]))
+    both = train(model, data, pair, dp, seed=3, runs=runs, bits=bits,
                  score_every=2, dtype=torch.float64, keep_params=True, progress=False)
     assert both.scores.shape == (2, 16, 2) and both.bits.shape == (16, 2)
     for bit_b in (0, 1):
@@ -531,5 +509,50 @@ def test_two_canaries_per_run_with_a_bit_each():
             np.testing.assert_allclose(p2[rows], p1, rtol=1e-10, atol=1e-12)
         np.testing.assert_allclose(both.scores[:, rows, 0], one.scores, rtol=1e-9, atol=1e-12)
     with pytest.raises(ParameterError, match="one per run and canary"):
-        train(model, data, _TwoInputCanaries(a, b), dp, seed=3, runs=runs, bits=runs % 2,
+        train(model, data, pair, dp, seed=3, runs=runs, bits=runs % 2,
               score_every=2, progress=False)
+
+
+def test_one_hot_canaries_add_their_own_signed_coordinates():
+    """At q = 1 every canary is in every batch: m one-hot canaries of size C/m with bits b add
+    sum_i (2 b_i - 1)(C/m) e_(j_i) per step, the same as one GradientCanary of that vector
+    (norm <= C); scores are theta_0[j_i] - theta_T[j_i], read off the final parameters."""
+    model = MLP((6, 3))
+    data = _data(30, 6, 3, seed=4)
+    idx = torch.tensor([3, 17, 20])
+    m, clip = 3, 1.0
+    many = engine.OneHotCanaries(idx, clip / m, model.num_params)
+    dp = DPConfig(steps=4, sampling_rate=1.0, noise_multiplier=0.7, clip=clip, lr=0.2,
+                  expected_batch_size=33.0)
+    runs = np.arange(8)
+    bits = np.stack([(runs >> k) & 1 for k in range(m)], axis=1)
+    res = train(model, data, many, dp, seed=3, runs=runs, bits=bits, score_every=2, dtype=torch.float64,
+                keep_params=True, progress=False)
+    assert res.scores.shape == (2, 8, 3)
+    final = np.concatenate([p.reshape(8, -1) for p in res.params], axis=1)
+    np.testing.assert_allclose(res.scores[-1], -final[:, idx.numpy()], rtol=0, atol=1e-12)  # zero init
+    for r in runs:
+        g = torch.zeros(2, model.num_params, dtype=torch.float64)
+        g[0, idx] = torch.tensor((2.0 * bits[r] - 1) * clip / m)
+        g[1] = -g[0]
+        one = train(model, data, engine.GradientCanary(g), dp, seed=3, runs=[r], bits=[1], score_every=2,
+                    dtype=torch.float64, keep_params=True, progress=False)
+        for p_many, p_one in zip(res.params, one.params):
+            np.testing.assert_allclose(p_many[r], p_one[0], rtol=1e-10, atol=1e-13)
+    # the sparse columns are the support of the dense gradients
+    dense = many.gradients()
+    for i, (cols, values) in enumerate(many.gradient_columns()):
+        assert torch.equal(cols, torch.nonzero((dense[i] != 0).any(0))[:, 0])
+        assert torch.equal(values, dense[i][:, cols])
+
+
+@pytest.mark.parametrize(("index", "clip", "match"), [
+    (torch.tensor([1, 1]), 1.0, "distinct"),
+    (torch.tensor([0, 99]), 1.0, "coordinates in"),
+    (torch.tensor([0, 1]), 2.0, "clip"),
+])
+def test_one_hot_canaries_are_checked(index, clip, match):
+    model = MLP((6, 3))
+    dp = DPConfig(steps=2, sampling_rate=1.0, noise_multiplier=1.0, clip=1.0, lr=0.1)
+    with pytest.raises(ParameterError, match=match):
+        engine.OneHotCanaries(index, clip, model.num_params).check(model, dp)

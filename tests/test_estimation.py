@@ -407,6 +407,21 @@ def test_finite_r_ceiling():
     assert err.value.name == "n_positive"
 
 
+def test_expected_estimate_at_r():
+    true = gdp_epsilon(1.0, DELTA)
+    small = est.expected_estimate(est.gaussian_signal(1.0), 100, DELTA, n_sims=60, seed=1)
+    large = est.expected_estimate(est.gaussian_signal(1.0), 5000, DELTA, n_sims=60, seed=1)
+    # more runs, more evidence: the expected bound rises towards the truth and stays below it
+    assert small["mean"] + 3 * small["se"] < large["mean"] < true
+    assert large["p90"] < true and large["median"] > 0.9 * true
+    assert small["p10"] <= small["median"] <= small["p90"] <= est.finite_r_ceiling(100, 100, DELTA)
+    # no signal: the bound is 0 in all but about alpha of the audits
+    none = est.expected_estimate(est.gaussian_signal(0.0), 300, DELTA, n_sims=100, seed=2)
+    assert none["median"] == 0.0 and none["p90"] == 0.0
+    # the same seed gives the same numbers
+    assert est.expected_estimate(est.gaussian_signal(1.0), 100, DELTA, n_sims=60, seed=1) == small
+
+
 def test_score_summary_by_brute_force():
     rng = np.random.default_rng(9)
     pos, neg = rng.normal(2.0, 1, 2000), rng.normal(0, 1, 3000)

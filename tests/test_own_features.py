@@ -104,6 +104,7 @@ def own_config(workdir: Path, **experiment) -> dict:
         "source": "own-features", "features_file": "mine.npz", "checksum": digest,
         "backbone": "none", "hidden": [], "optimizer": "sgd", "init": "zero", "clip": 1.0,
         "lr": 0.1, "steps": 4, "every": 2, "sampling_rates": [1.0, 0.5], **SIZES, **experiment}}
+    params["one_run"]["experiment"] = "mine"
     return params
 
 

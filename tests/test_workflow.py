@@ -29,7 +29,7 @@ def workdir(tmp_path_factory) -> Path:
 
 
 def test_default_targets_are_built(workdir):
-    for name in ("fig2", "figA5", "fig3", "figA6", "fig4", "figA1"):
+    for name in ("fig2", "figA5", "fig3", "figA6", "fig4", "figA1", "one-run"):
         for ext in ("png", "pdf", "csv"):
             path = workdir / "results" / "figures" / f"{name}.{ext}"
             assert path.is_file() and path.stat().st_size > 0, path
@@ -45,6 +45,22 @@ def test_default_targets_are_built(workdir):
     a5 = pd.read_csv(workdir / "results/figures/figA5.csv")
     assert len(a5) == 4
     assert (a5["ratio"] > 1.0).all()
+
+
+def test_one_run_audits_are_built(workdir):
+    table = pd.read_csv(workdir / "results/figures/one-run.csv")
+    assert set(table["kind"]) == {"gradient", "label"} and set(table["q"]) == {1.0}
+    one = table[table["series"].str.startswith("one-run")]
+    assert set(one["method"]) == {"steinke", "fdp"} and (one["trainings"] == 1).all()
+    assert (one["n_repeats"] == 2).all() and (one["epsilon"] >= 0).all()
+    r_run = table[table["series"].str.startswith("R-run")]
+    assert set(r_run["series"]) == {"R-run audit (S2, auc estimator)", "R-run audit (S4, auc estimator)"}
+    assert (r_run["trainings"] == 32).all()
+    ceiling = table[table["series"] == "final-iterate ceiling (substitute)"]
+    acc = table[table["series"] == "eps_S (accounting)"]
+    assert len(ceiling) == 2 and (ceiling["epsilon"].to_numpy() <= acc["epsilon"].to_numpy() + 1e-9).all()
+    scores = np.load(next((workdir / "results/one_run/image/scores").glob("gradient_*.npz")))
+    assert scores["scores"].shape == (2, 8) and scores["bits"].shape == (2, 8)
 
 
 def test_step_wise_scores_are_recorded(workdir):
@@ -114,8 +130,10 @@ def test_param_change_reruns_only_dependent_jobs(workdir):
         params["alpha"] = 0.1
         write_params(workdir, params)
         # S1 estimates (one job per q) and 12 natural ones (3 experiments x 4 scenarios)
+        # and the one-run audits (one job per canary kind) with their figure
         assert job_counts(workdir) == {"all": 1, "estimate_s1": 2, "estimate_natural": 12,
-                                       "epsilon_vs_target": 1, "epsilon_vs_step": 3}
+                                       "epsilon_vs_target": 1, "epsilon_vs_step": 3,
+                                       "one_run": 2, "one_run_figure": 1}
 
         params["alpha"] = 0.05
         params["ratio_grid"]["noise_multipliers"] = [3.0, 7.0]
@@ -136,7 +154,8 @@ def test_param_change_reruns_only_dependent_jobs(workdir):
         # features, reference model and S3-S5 canaries are untouched, and the calibration
         # at (q 0.5, T 4, k 2, eps 4) is the tabular experiment's, already there
         assert job_counts(workdir) == {"all": 1, "craft": 1, "train_shard": 8,
-                                       "estimate_natural": 4, "epsilon_vs_step": 1}
+                                       "estimate_natural": 4, "epsilon_vs_step": 1,
+                                       "one_run": 2, "one_run_figure": 1}
 
         params["natural"]["experiments"]["image"]["sampling_rates"] = [1.0]
         params["natural"]["target_epsilon"] = 5.0
@@ -195,6 +214,13 @@ def test_variations_reuse_what_they_do_not_change(workdir):
          "natural.variations[0].scenarios[0] = 'S7' is invalid"),
         ("natural", "variations", [{"every": [8]}], "natural.variations[0].every = 8"),
         ("natural", "variations", [{"clip": [0.0]}], "natural.variations[0].clip[0] = 0.0"),
+        ("one_run", "experiment", "audio",
+         "one_run.experiment = 'audio' is invalid; allowed: one of image, text, tabular"),
+        ("one_run", "kinds", ["gradient", "pixel"],
+         "one_run.kinds[1] = 'pixel' is invalid; allowed: one of gradient, label"),
+        ("one_run", "methods", ["steinke", "lira"],
+         "one_run.methods[1] = 'lira' is invalid; allowed: one of steinke, fdp"),
+        ("one_run", "canaries", 11, "one_run.canaries = 11 is invalid; allowed: at most n_aux = 10"),
     ],
 )
 def test_bad_params_fail_before_any_job(tmp_path, section, key, value, expected):

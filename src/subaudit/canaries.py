@@ -45,7 +45,7 @@ from subaudit.engine import (
     init_params,
     train,
 )
-from subaudit.validation import check_count, check_positive
+from subaudit.validation import ParameterError, check_count, check_positive
 
 __all__ = [
     "Crafted",
@@ -55,6 +55,7 @@ __all__ = [
     "craft_natural",
     "gradient_canary",
     "least_updated_coordinate",
+    "least_updated_coordinates",
     "per_example_grads",
     "reference_model",
 ]
@@ -150,6 +151,20 @@ def least_updated_coordinate(
 
     Returns the index and its accumulated absolute update.
     """
+    index, moved = least_updated_coordinates(model, data, dp, 1, init=init, seed=seed)
+    return int(index[0]), float(moved[0])
+
+
+def least_updated_coordinates(
+    model: MLP, data: Records, dp: DPConfig, count: int, *,
+    init: str | Sequence[torch.Tensor] = "zero", seed: int = 0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Algorithm 2 for ``count`` canaries: the ``count`` least-updated parameters (flat
+    indices, least first, ties by index) in noiseless training and their accumulated
+    absolute updates."""
+    count = check_count(count, "canaries")
+    if count > model.num_params:
+        raise ParameterError("canaries", count, f"at most the {model.num_params} parameters")
     noiseless = replace(dp, noise_multiplier=0.0)
     start = init_params(model, [RunStreams(seed, 0)], init)
     prev = flat_params(start)[0]
@@ -163,8 +178,8 @@ def least_updated_coordinate(
 
     train(model, data, None, noiseless, seed=seed, runs=[0], bits=[0], score_every=dp.steps,
           init=init, observe=observe, progress=False)
-    j = int(torch.argmin(total))
-    return j, float(total[j])
+    order = torch.argsort(total, stable=True)[:count]
+    return order.numpy(), total[order].numpy()
 
 
 def gradient_canary(

@@ -108,13 +108,22 @@ def _cmd_estimate(args: argparse.Namespace) -> None:
 
 
 def _cmd_ceiling(args: argparse.Namespace) -> None:
-    from subaudit.ceilings import final_iterate_epsilon
+    from subaudit.ceilings import final_iterate_curve, final_iterate_epsilon
 
-    eps = final_iterate_epsilon(args.sigma, args.q, args.steps, args.delta, args.adjacency)
-    _emit({"epsilon": eps, "sigma": args.sigma, "q": args.q, "steps": args.steps,
-           "delta": args.delta, "adjacency": args.adjacency}, args.json,
-          f"epsilon = {eps:.6g}: final-iterate ceiling of the worst-case canary "
-          f"({args.adjacency}, delta = {args.delta:g})")
+    out: dict[str, Any] = {"sigma": args.sigma, "q": args.q, "steps": args.steps,
+                           "delta": args.delta, "adjacency": args.adjacency}
+    if args.every is None:
+        eps = final_iterate_epsilon(args.sigma, args.q, args.steps, args.delta, args.adjacency)
+        lines = []
+    else:
+        steps, curve = final_iterate_curve(args.sigma, args.q, args.steps, args.every, args.delta,
+                                           args.adjacency)
+        eps = float(curve[-1])
+        out.update(every=args.every, curve_steps=steps.tolist(), curve_epsilon=curve.tolist())
+        lines = [f"  after {t:>6d} steps: {e:.6g}" for t, e in zip(steps, curve)]
+    _emit({"epsilon": eps, **out}, args.json,
+          "\n".join(lines + [f"epsilon = {eps:.6g}: final-iterate ceiling of the worst-case canary "
+                              f"({args.adjacency}, delta = {args.delta:g})"]))
 
 
 def _cmd_one_run(args: argparse.Namespace) -> None:
@@ -256,6 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
     dp_args(sp)
     sp.add_argument("--delta", type=float, required=True, help="delta in (0, 1)")
     sp.add_argument("--adjacency", choices=S1_ADJACENCIES, default="substitute")
+    sp.add_argument("--every", type=_int, help="also the ceiling after every k-th step (and the last)")
     sp.add_argument("--json", action="store_true")
     sp.set_defaults(func=_cmd_ceiling)
 

@@ -60,6 +60,7 @@ def validate_params(params: Mapping[str, Any], source: str = "params.yaml") -> N
     if not errors:
         _check_registered(params, source)
         _check_natural(params, source)
+        _check_one_run(params, source)
         return
     err = jsonschema.exceptions.best_match(errors)
     key = _key_path(err)
@@ -139,6 +140,26 @@ def _check_natural(params: Mapping[str, Any], source: str) -> None:
             if every > steps:
                 raise _invalid(source, f"{key}.every", every,
                                f"at most steps = {steps} (experiment {name})")
+
+
+def _check_one_run(params: Mapping[str, Any], source: str) -> None:
+    """The one-run audits: an existing experiment, registered kinds and methods, and no more
+    label canaries than the experiment's auxiliary records."""
+    from subaudit.one_run import ONE_RUN_METHODS
+    from subaudit.one_run_audit import CANARY_KINDS
+
+    one = params["one_run"]
+    experiments = params["natural"]["experiments"]
+    if one["experiment"] not in experiments:
+        raise _invalid(source, "one_run.experiment", one["experiment"], "one of " + ", ".join(experiments))
+    for key, registry in (("kinds", CANARY_KINDS), ("methods", ONE_RUN_METHODS)):
+        for i, name in enumerate(one[key]):
+            if name not in registry:
+                raise _invalid(source, f"one_run.{key}[{i}]", name, "one of " + ", ".join(registry))
+    n_aux = experiments[one["experiment"]]["n_aux"]
+    if "label" in one["kinds"] and one["canaries"] > n_aux:
+        raise _invalid(source, "one_run.canaries", one["canaries"],
+                       f"at most n_aux = {n_aux} of experiment {one['experiment']} (label canaries)")
 
 
 def _check_own_features(exp: Mapping[str, Any], key: str, source: str) -> None:

@@ -93,11 +93,14 @@ __all__ = [
     "MIN_CHUNK",
     "OPTIMIZERS",
     "Canary",
+    "Coordinates",
     "DPConfig",
     "GradientCanary",
+    "InputCanaries",
     "InputCanary",
     "LogitDifference",
     "MLP",
+    "OneHotCanaries",
     "Projection",
     "Records",
     "RunStreams",
@@ -267,6 +270,20 @@ class Projection(Score):
         return lambda params: (project(params) - at_start).double()
 
 
+@dataclass(frozen=True)
+class Coordinates(Score):
+    """``sign * (theta_t - theta_0)[index[i]]`` for canary i: one parameter coordinate per
+    canary, without an (m, P) direction matrix (m one-hot gradient canaries)."""
+
+    index: torch.Tensor
+    sign: float = -1.0
+
+    def bind(self, canary: Canary, start: Sequence[torch.Tensor]):
+        idx = self.index.to(start[0].device, torch.long)
+        at_start = flat_params(start)[:, idx]
+        return lambda params: (self.sign * (flat_params(params)[:, idx] - at_start)).double()
+
+
 class Canary(ABC):
     """What a canary does to a run (paper Algorithm 1): the records it adds to the run's data
     and the gradient it adds to the clipped sum, each for the run's bit, and its score."""
@@ -283,6 +300,19 @@ class Canary(ABC):
         """(m, 2, P): ``g_z`` and ``g_z'`` added to the clipped sum when the canary's record
         is sampled (norm at most C), or None."""
         return None
+
+    def gradient_columns(self) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
+        """Per canary, the flat parameter columns (ascending) where ``g_z`` or ``g_z'`` is
+        non-zero and their values (2, k): what training adds, without the (m, 2, P) tensor.
+        The default reads :meth:`gradients`; a canary of many sparse gradients overrides it."""
+        g = self.gradients()
+        if g is None:
+            return None
+        out = []
+        for gi in g:
+            cols = torch.nonzero((gi != 0).any(0))[:, 0]
+            out.append((cols, gi[:, cols]))
+        return out
 
     @property
     @abstractmethod
@@ -356,6 +386,77 @@ class GradientCanary(Canary):
             raise ParameterError("canary.g", f"norms {norms.tolist()}", f"norm <= clip = {dp.clip}")
         if bool(torch.equal(self.g[0], self.g[1])):
             raise ParameterError("canary.g", "g_z == g_z'", "two different vectors")
+
+
+@dataclass(frozen=True)
+class InputCanaries(Canary):
+    """m input canaries per run: records ``(x[i, 0], y[i, 0])`` (bit 1) and
+    ``(x[i, 1], y[i, 1])`` (bit 0) of canary i, each with its own Poisson draw and bit
+    (a one-run audit); scored by :class:`LogitDifference` per canary."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+
+    @property
+    def count(self) -> int:  # type: ignore[override]
+        return int(self.x.shape[0])
+
+    def input_rows(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.x, self.y
+
+    @property
+    def score(self) -> Score:
+        return LogitDifference()
+
+    def check(self, model: MLP, dp: DPConfig | None = None) -> None:
+        if self.x.ndim != 3 or self.x.shape[1:] != (2, model.sizes[0]) or self.x.shape[0] < 1:
+            raise ParameterError("canaries.x", tuple(self.x.shape), f"shape (m, 2, {model.sizes[0]})")
+        if self.y.shape != self.x.shape[:2]:
+            raise ParameterError("canaries.y", tuple(self.y.shape), f"shape ({self.x.shape[0]}, 2)")
+        Records(self.x.reshape(-1, self.x.shape[2]), self.y.reshape(-1)).check(model, "canaries")
+
+    def to(self, device: torch.device, dtype: torch.dtype) -> InputCanaries:
+        return replace(self, x=self.x.to(device, dtype), y=self.y.to(device, torch.long))
+
+
+@dataclass(frozen=True)
+class OneHotCanaries(Canary):
+    """m gradient canaries per run, canary i on its own coordinate ``index[i]``:
+    ``g_z = +C e_j`` (bit 1), ``g_z' = -C e_j`` (bit 0), as the paper's S2 pair; scored by
+    :class:`Coordinates` (``theta_0[j] - theta_t[j]``, larger under D)."""
+
+    index: torch.Tensor
+    clip: float
+    num_params: int
+
+    @property
+    def count(self) -> int:  # type: ignore[override]
+        return int(self.index.shape[0])
+
+    def gradients(self) -> torch.Tensor:
+        g = torch.zeros(self.count, 2, self.num_params, dtype=torch.float64)
+        rows = torch.arange(self.count)
+        g[rows, 0, self.index], g[rows, 1, self.index] = self.clip, -self.clip
+        return g
+
+    def gradient_columns(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        values = torch.tensor([[self.clip], [-self.clip]], dtype=torch.float64)
+        return [(self.index[i:i + 1].long(), values) for i in range(self.count)]
+
+    @property
+    def score(self) -> Score:
+        return Coordinates(self.index)
+
+    def check(self, model: MLP, dp: DPConfig) -> None:
+        idx = self.index
+        if idx.ndim != 1 or idx.shape[0] < 1 or idx.dtype.is_floating_point:
+            raise ParameterError("canaries.index", tuple(idx.shape), "a 1-D integer tensor of coordinates")
+        if int(idx.min()) < 0 or int(idx.max()) >= model.num_params or self.num_params != model.num_params:
+            raise ParameterError("canaries.index", "out of range", f"coordinates in 0..{model.num_params - 1}")
+        if torch.unique(idx).shape[0] != idx.shape[0]:
+            raise ParameterError("canaries.index", "repeated coordinates", "distinct coordinates")
+        if not 0 < self.clip <= dp.clip * (1 + 1e-6):
+            raise ParameterError("canaries.clip", self.clip, f"in (0, clip = {dp.clip}]")
 
 
 @dataclass(frozen=True)
@@ -941,18 +1042,19 @@ def _canary_gradients(s: _Setup, bits: torch.Tensor, scale: float
     """What each gradient canary adds to a run's gradient when sampled, on its support:
     (canary, parameter tensor, flat columns, values (R, columns) times ``scale``).  The
     paper's canary is one coordinate, so a step touches R numbers, not R x P."""
-    if s.canary is None or s.canary.gradients() is None:
+    columns = None if s.canary is None else s.canary.gradient_columns()
+    if columns is None:
         return []
-    g = s.canary.gradients().to(s.device, s.dtype)                            # (m, 2, P)
     offsets = np.cumsum([0] + [math.prod(sh) for sh in s.model.shapes])
     out = []
-    for i in range(s.m):
-        chosen = torch.where(bits[:, i, None], g[i, 0], g[i, 1]) * scale       # (R, P)
-        support = (g[i] != 0).any(0)
+    for i, (cols, values) in enumerate(columns):
+        cols = cols.to(s.device)
+        values = values.to(s.device, s.dtype)
+        chosen = torch.where(bits[:, i, None], values[0], values[1]) * scale    # (R, k)
         for layer, (lo, hi) in enumerate(zip(offsets[:-1], offsets[1:])):
-            cols = torch.nonzero(support[lo:hi])[:, 0]
-            if cols.numel():
-                out.append((i, layer, cols, chosen[:, lo:hi][:, cols].contiguous()))
+            inside = (cols >= int(lo)) & (cols < int(hi))
+            if bool(inside.any()):
+                out.append((i, layer, cols[inside] - int(lo), chosen[:, inside].contiguous()))
     return out
 
 

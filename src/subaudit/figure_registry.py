@@ -28,10 +28,12 @@ PLOT_KINDS: dict[str, str] = {
                        "with eps_S and eps_AR of the same step, one panel per q",
     "ratio-grid": "eps_S / eps_AR over a grid of q and sigma at one delta",
     "utility": "test accuracy over training with the target and with the canary",
+    "one-run": "one-run audits beside the R-run audit, the ceiling and the accountants, per q",
 }
 
-#: What a figure reads: the S1 audit, the ratio grid, or one experiment's audits.
-INPUTS = ("s1", "ratio_grid", "experiment")
+#: What a figure reads: the S1 audit, the ratio grid, one experiment's audits, or the
+#: one-run audits (params.yaml ``one_run``).
+INPUTS = ("s1", "ratio_grid", "experiment", "one_run")
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,8 @@ FIGURES: dict[str, Figure] = {f.name: f for f in (
            caption="eps_S / eps_AR over q and sigma at the same delta"),
     Figure("figA6", "epsilon-vs-step", "experiment", experiment="text", iclr="Figure A6",
            arxiv="Figure A6", caption="natural-data audits S2-S5, fine-tuned text head"),
+    Figure("one-run", "one-run", "one_run",
+           caption="one-run audits (m canaries, one training) beside R-run audits and the ceiling"),
 )}
 
 

@@ -192,8 +192,47 @@ def utility(table: pd.DataFrame, title: str) -> plt.Figure:
     return fig
 
 
+def one_run(table: pd.DataFrame, title: str) -> plt.Figure:
+    """One-run audits beside the R-run audit of the same canary family, the final-iterate
+    ceiling and the accountants: epsilon per q, one panel per canary kind."""
+    _theme()
+    kinds = list(dict.fromkeys(table["kind"]))
+    qs = sorted(table["q"].unique(), reverse=True)
+    fig, axes = plt.subplots(1, len(kinds), figsize=(max(6.5 * len(kinds), _MIN_WIDTH), 5.6),
+                             squeeze=False, sharey=True, layout="constrained")
+    audits = sorted(s for s in table["series"].unique() if "audit" in s)
+    colors = dict(zip(audits, _AUDIT_COLORS + ["#17becf", "#bcbd22"]))
+    refs = {EPS_S: _ACCOUNTING_STYLE[EPS_S], EPS_AR: _ACCOUNTING_STYLE[EPS_AR],
+            CEILING.format(adjacency="substitute"): _CEILING_STYLE}
+    x = {q: i for i, q in enumerate(qs)}
+    for ax, kind in zip(axes[0], kinds):
+        sub = table[table["kind"] == kind]
+        for series, style in refs.items():
+            d = sub[sub["series"] == series].sort_values("q", ascending=False)
+            ax.plot([x[q] for q in d["q"]], d["epsilon"], label=series, **style)
+        for i, series in enumerate(s for s in audits if s in set(sub["series"])):
+            d = sub[sub["series"] == series].sort_values("q", ascending=False)
+            shift = (i - (len(audits) - 1) / 2) * 0.08
+            cost = (f"{int(d['trainings'].iloc[0]):,} trainings" if d["trainings"].iloc[0] > 1
+                    else f"1 training, {d['seconds'].mean():.1f} s")
+            ax.errorbar([x[q] + shift for q in d["q"]], d["epsilon"], yerr=2 * d["se"].fillna(0.0),
+                        label=f"{series}: {cost} per audit", color=colors[series], marker="D",
+                        linestyle="none", capsize=4)
+        ax.set_xticks(range(len(qs)), [f"{q:g}" for q in qs])
+        ax.set_xlabel("sampling rate q")
+        ax.set_ylabel("ε at δ (privacy loss, nats)")
+        ax.set_title(f"{kind} canaries")
+        ax.legend(fontsize="x-small", loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2,
+                  frameon=False)
+    steps, delta = int(table["step"].max()), float(table["delta"].iloc[0])
+    reps = int(table["n_repeats"].max())
+    fig.suptitle(f"{title} (T = {steps}, δ = {delta:g})\n"
+                 f"error bars: ±2 standard errors over up to {reps} repeats")
+    return fig
+
+
 #: Renderers by plot kind (subaudit.figure_registry.PLOT_KINDS).
 PLOTS = {"epsilon-vs-target": epsilon_vs_target, "epsilon-vs-step": epsilon_vs_step,
-         "ratio-grid": ratio_grid, "utility": utility}
+         "ratio-grid": ratio_grid, "utility": utility, "one-run": one_run}
 
-__all__ = ["PLOTS", "epsilon_vs_step", "epsilon_vs_target", "ratio_grid", "save", "utility"]
+__all__ = ["PLOTS", "epsilon_vs_step", "epsilon_vs_target", "one_run", "ratio_grid", "save", "utility"]

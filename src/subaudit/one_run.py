@@ -31,7 +31,6 @@ import functools
 import math
 from collections.abc import Callable, Sequence
 
-import dp_accounting
 import numpy as np
 from scipy import optimize, special, stats
 
@@ -149,6 +148,8 @@ def steinke_epsilon(canaries: int, guesses: int, correct: int, delta: float, alp
 @functools.lru_cache(maxsize=4096)
 def _gaussian_mu(eps: float, delta: float) -> float:
     """mu of the Gaussian mechanism that is exactly (eps, delta)-DP (sensitivity 1)."""
+    import dp_accounting  # 1 s to import: not while the workflow parses
+
     return 1.0 / float(dp_accounting.get_sigma_gaussian(eps, delta))
 
 
@@ -199,13 +200,18 @@ ONE_RUN_METHODS: dict[str, Callable[..., float]] = {
 # guesses from per-canary scores
 # ---------------------------------------------------------------------------
 
+def _describe(a: np.ndarray) -> str:
+    """An array in an error message: its shape and type, not its values."""
+    return f"<{a.dtype} array of shape {a.shape}>"
+
+
 def _check_scores_1d(scores, inserted) -> tuple[np.ndarray, np.ndarray]:
     s = np.asarray(scores, dtype=float)
     if s.ndim != 1 or s.size == 0 or not np.all(np.isfinite(s)):
-        raise ParameterError("scores", scores, "a non-empty 1-D array of finite numbers")
+        raise ParameterError("scores", _describe(s), "a non-empty 1-D array of finite numbers")
     b = np.asarray(inserted)
     if b.shape != s.shape or b.dtype != bool:
-        raise ParameterError("inserted", inserted, f"a boolean array of shape {s.shape}")
+        raise ParameterError("inserted", _describe(b), f"a boolean array of shape {s.shape}")
     return s, b
 
 
@@ -240,11 +246,11 @@ def kary_guesses_from_scores(scores, truth, guesses: int) -> tuple[int, int]:
     """
     s = np.asarray(scores, dtype=float)
     if s.ndim != 2 or s.shape[0] == 0 or s.shape[1] < 2 or not np.all(np.isfinite(s)):
-        raise ParameterError("scores", scores, "an (m, k) array of finite numbers, m >= 1, k >= 2")
+        raise ParameterError("scores", _describe(s), "an (m, k) array of finite numbers, m >= 1, k >= 2")
     m, k = s.shape
     t = np.asarray(truth)
     if t.shape != (m,) or not np.issubdtype(t.dtype, np.integer) or np.any((t < 0) | (t >= k)):
-        raise ParameterError("truth", truth, f"an integer array of shape ({m},) with values in [0, {k})")
+        raise ParameterError("truth", _describe(t), f"an integer array of shape ({m},) with values in [0, {k})")
     r = check_count(guesses, "guesses", 0)
     if r > m:
         raise ParameterError("guesses", guesses, f"an integer in [0, {m}] (the number of canaries)")
@@ -300,7 +306,7 @@ def best_one_run_epsilon(
     else:
         s2 = np.asarray(scores, dtype=float)
         if s2.ndim != 2 or s2.shape[1] != kk:
-            raise ParameterError("scores", scores, f"an (m, k = {kk}) array")
+            raise ParameterError("scores", _describe(s2), f"an (m, k = {kk}) array")
         try:
             kary_guesses_from_scores(s2, inserted, 0)  # validate once
         except ParameterError as err:

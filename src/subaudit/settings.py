@@ -62,6 +62,7 @@ DEPENDS: dict[str, tuple[str, ...]] = {
     "scores": ("q", "clip", "steps", "every", "lr", "target_epsilon", "runs", "repeat"),
     "estimates": ("q", "clip", "steps", "every", "lr", "target_epsilon", "runs", "repeat"),
     "utility": ("q", "clip", "steps", "every", "lr", "target_epsilon"),
+    "one_run": ("q", "clip", "steps", "every", "lr", "target_epsilon"),
 }
 
 #: Path templates of the natural-data artifacts (Snakemake wildcards: exp, scenario, key).
@@ -77,6 +78,8 @@ PATHS: dict[str, str] = {
     "scores": "results/natural/{exp}/scores/{scenario}_{key}.npz",
     "estimates": "results/natural/{exp}/estimates/{scenario}_{key}.json",
     "utility": "results/natural/{exp}/utility/{scenario}_{key}.csv",
+    "one_run_scores": "results/one_run/{exp}/scores/{kind}_{key}.npz",
+    "one_run": "results/one_run/{exp}/estimates/{kind}_{key}.json",
 }
 
 #: What a key looks like where an artifact depends on none of the knobs.
@@ -213,6 +216,7 @@ SEED_KEYS: dict[str, tuple[str, ...]] = {
     "train": ("'natural", "experiment", "scenario", "q", "repeat"),
     "utility": ("'natural", "experiment", "scenario", "'utility"),
     "s1": ("'s1", "q", "target_epsilon", "repeat"),
+    "one-run": ("'one-run", "experiment", "kind", "q"),
 }
 
 

@@ -165,3 +165,47 @@ def utility_table(records: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
     """Fig A1 table: test accuracy per (scenario, world, step), mean and s.e. over runs."""
     out = mean_se(pd.DataFrame(list(records)), ["scenario", "world", "step"], "accuracy")
     return out.rename(columns={"mean": "accuracy", "count": "n_runs"})
+
+
+# --------------------------------------------------------------------------- one-run audits
+
+def one_run_table(step_acc: pd.DataFrame, one_run: Iterable[Mapping[str, Any]],
+                  r_run: Iterable[Mapping[str, Any]], compare_with: Mapping[str, str],
+                  estimator: str) -> pd.DataFrame:
+    """Tidy table of the one-run figure, per (canary kind, q) at the final step: the one-run
+    epsilon per method (mean and s.e. over repeats), the R-run audit of the same canary family
+    (scenario ``compare_with[kind]``, ``estimator``), the final-iterate ceiling (substitute,
+    :mod:`subaudit.ceilings`) and the accountants; with each audit's cost in trainings and,
+    for one-run audits, seconds of training per audit."""
+    acc = step_acc[step_acc["step"] == step_acc.groupby("q")["step"].transform("max")]
+    one = pd.DataFrame(list(one_run))
+    est = pd.DataFrame(list(r_run))
+    rows = []
+    for kind, scenario in compare_with.items():
+        for rec in acc.itertuples(index=False):
+            base = {"kind": kind, "q": rec.q, "step": rec.step, "sigma": rec.sigma, "delta": rec.delta}
+            ceiling = final_iterate_epsilon(rec.sigma, rec.q, int(rec.step), rec.delta, "substitute")
+            for series, value in ((EPS_S, rec.eps_substitute), (EPS_AR, rec.eps_add_remove),
+                                  (CEILING.format(adjacency="substitute"), ceiling)):
+                rows.append({**base, "series": series, "method": "", "epsilon": value, "se": 0.0,
+                             "n_repeats": 0, "trainings": 0, "seconds": float("nan")})
+            mine = one[(one["kind"] == kind) & (one["q"] == rec.q)] if not one.empty else one
+            for method, group in (mine.groupby("method") if not mine.empty else ()):
+                rows.append({**base, "series": f"one-run audit ({method}, m = {int(group['canaries'].iloc[0])})",
+                             "method": method, "epsilon": group["epsilon"].mean(),
+                             "se": group["epsilon"].std(ddof=1) / np.sqrt(len(group)),
+                             "n_repeats": len(group), "trainings": 1,
+                             "seconds": float(group["seconds"].mean())})
+            if not est.empty:
+                final = est[(est["q"] == rec.q) & (est["scenario"] == scenario)
+                            & (est["estimator"] == estimator)]
+                final = final[final["step"] == final["step"].max()]
+                if len(final):
+                    rows.append({**base, "series": f"R-run audit ({scenario}, {estimator} estimator)",
+                                 "method": estimator, "epsilon": final["epsilon"].mean(),
+                                 "se": final["epsilon"].std(ddof=1) / np.sqrt(len(final)),
+                                 "n_repeats": len(final),
+                                 "trainings": int(final["n_positive"].iloc[0] + final["n_negative"].iloc[0]),
+                                 "seconds": float("nan")})
+    table = pd.DataFrame(rows)
+    return table.sort_values(["kind", "q", "series"], ascending=[True, False, True], ignore_index=True)

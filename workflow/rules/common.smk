@@ -8,6 +8,7 @@ from subaudit import own_features
 from subaudit import settings as S
 from subaudit.figure_registry import figures_for
 from subaudit.data import SOURCES
+from subaudit.one_run_audit import CANARY_KINDS
 from subaudit.scenarios import SCENARIOS
 from subaudit.schedule import checkpoints
 
@@ -189,3 +190,23 @@ def figs(kind):
 FIGURES = expand("results/figures/{name}.{ext}", name=list(FIGS), ext=["png", "pdf", "csv"])
 # Audits of the declared variations (not in a paper figure): their estimates.
 VARIATION_ESTIMATES = [setting_path("estimates", s) for s in SETTINGS if s not in set(BASE)]
+
+
+# --------------------------------------------------------------------------- one-run audits
+
+ONE = config["one_run"]
+
+
+def one_run_settings():
+    """The base settings of the one-run experiment, one per q (the knobs of its R-run audits)."""
+    out = {}
+    for s in BASE:
+        if s.experiment == ONE["experiment"]:
+            out.setdefault(s.key("one_run"), s)
+    return list(out.values())
+
+
+def one_run_files(artifact_name):
+    """One file per (kind, q) of the one-run audits."""
+    return [S.path(artifact_name, exp=s.experiment, kind=kind, key=s.key("one_run"))
+            for kind in ONE["kinds"] for s in one_run_settings()]

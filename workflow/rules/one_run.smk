@@ -1,0 +1,74 @@
+# Phase: one-run audits.  m canary pairs in a single training run of the one-run
+# experiment's base settings (one per q), estimated by the one-run methods; a figure sets
+# them beside the R-run audit of the same canary family and the final-iterate ceiling.
+
+rule one_run:
+    """repeats independent one-run audits of one canary kind at one setting: each a single
+    DP training holding one member of each of m canary pairs."""
+    input:
+        features=lambda wc: S.path("features", exp=wc.exp),
+        calibration=lambda wc: artifact("calibration", wc),
+    output:
+        scores=PATHS["one_run_scores"],
+        estimates=PATHS["one_run"],
+    wildcard_constraints:
+        kind=one_of(CANARY_KINDS),
+    params:
+        hidden=knob("hidden"),
+        optimizer=knob("optimizer"),
+        init=knob("init"),
+        clip=knob("clip"),
+        lr=knob("lr"),
+        steps=knob("steps"),
+        q=knob("q"),
+        canaries=ONE["canaries"],
+        repeats=ONE["repeats"],
+        methods=ONE["methods"],
+        delta=config["delta"],
+        alpha=config["alpha"],
+        device=NAT["device"],
+        seed=lambda wc: S.seed(config["seed"], "one-run", {**values(wc), "kind": wc.kind}),
+    threads: 1
+    log:
+        "logs/one_run/{exp}/{kind}_{key}.log",
+    benchmark:
+        "logs/benchmarks/one_run/{exp}/{kind}_{key}.tsv"
+    resources:
+        mem_mb=3000,
+        runtime=60,
+        gpu=GPUS,
+    conda:
+        "../envs/subaudit.yaml"
+    script:
+        "../scripts/one_run.py"
+
+
+rule one_run_figure:
+    """One-run audits beside the R-run audits of the same canary family and the ceiling."""
+    input:
+        one_run=one_run_files("one_run"),
+        calibrations=lambda wc: list(dict.fromkeys(setting_path("calibration", s) for s in one_run_settings())),
+        estimates=lambda wc: [setting_path("estimates", s) for s in BASE
+                              if s.experiment == ONE["experiment"] and s.scenario in
+                              {CANARY_KINDS[k].compare_with for k in ONE["kinds"]}],
+    output:
+        png="results/figures/{name}.png",
+        pdf="results/figures/{name}.pdf",
+        csv="results/figures/{name}.csv",
+    wildcard_constraints:
+        name=figs("one-run"),
+    params:
+        compare_with={k: CANARY_KINDS[k].compare_with for k in ONE["kinds"]},
+        estimator=config["estimators"][0],
+        experiment=ONE["experiment"],
+        source=EXPERIMENTS[ONE["experiment"]]["source"],
+        backbone=EXPERIMENTS[ONE["experiment"]]["backbone"],
+    log:
+        "logs/figures/{name}.log",
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    conda:
+        "../envs/subaudit.yaml"
+    script:
+        "../scripts/one_run_figure.py"
