@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 
 from subaudit.estimation import DEFAULT_ESTIMATOR, ESTIMATORS
 from subaudit.io import dumps
+from subaudit.one_run import ONE_RUN_METHODS
 from subaudit.validation import ParameterError
 
 ACCOUNT_ADJACENCIES = ("add-remove", "substitute", "group")
@@ -129,7 +130,7 @@ def _cmd_ceiling(args: argparse.Namespace) -> None:
 def _cmd_one_run(args: argparse.Namespace) -> None:
     import pandas as pd
 
-    from subaudit.one_run import ONE_RUN_METHODS, best_one_run_epsilon
+    from subaudit.one_run import best_one_run_epsilon
 
     counts = (args.canaries, args.guesses, args.correct)
     if args.scores is not None:
@@ -270,7 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.set_defaults(func=_cmd_ceiling)
 
     sp = sub.add_parser("one-run", help="one-run audit: epsilon lower bound from m canaries in one training")
-    sp.add_argument("--method", choices=("steinke", "fdp"), required=True,
+    sp.add_argument("--method", choices=list(ONE_RUN_METHODS), required=True,
                     help="steinke: Steinke, Nasr and Jagielski 2023; fdp: Mahloujifar, Melis and "
                          "Chaudhuri 2024 (Gaussian f-DP, k-ary games)")
     sp.add_argument("--canaries", type=_int, help="m: canaries in the run")

@@ -41,7 +41,9 @@ scored on a parameter coordinate) needs no change here.  The two of the paper:
 
 Both scores (:class:`LogitDifference`, :class:`Projection`) are larger under
 ``D``, as :mod:`subaudit.estimation` expects; either canary takes another score
-(``scored_by``).
+(``scored_by``).  One-run audits hold m canaries per run, each with its own record,
+Poisson draw and bit: :class:`InputCanaries` and :class:`OneHotCanaries` (the latter
+sparse, through :meth:`Canary.gradient_columns`, and scored by :class:`Coordinates`).
 
 Speed: with the records shared by all runs (``dense`` batching) the first
 layer's forward and its weight gradient are each one large matrix product over
