@@ -2,6 +2,11 @@
 # experiment's base settings (one per q), estimated by the one-run methods; a figure sets
 # them beside the R-run audit of the same canary family and the final-iterate ceiling.
 
+# Plotting takes seconds: run where the workflow was started.
+localrules:
+    one_run_figure,
+
+
 rule one_run:
     """repeats independent one-run audits of one canary kind at one setting: each a single
     DP training holding one member of each of m canary pairs."""
