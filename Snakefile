@@ -14,6 +14,7 @@ include: "workflow/rules/data.smk"
 include: "workflow/rules/natural.smk"
 include: "workflow/rules/one_run.smk"
 include: "workflow/rules/figures.smk"
+include: "workflow/rules/report.smk"
 
 
 localrules:
@@ -24,4 +25,5 @@ rule all:
     default_target: True
     input:
         FIGURES,
+        REPORT,
         VARIATION_ESTIMATES,

@@ -100,7 +100,7 @@ def setting_path(artifact: str, params: dict, exp: str, scenario: str | None = N
     if artifact in ("canary", "canary_info"):
         from subaudit.scenarios import get
 
-        names = get(scenario).canary_knobs
+        names = get(scenario).canary_knobs()
     else:
         names = S.DEPENDS[artifact.replace("shard_dir", "shard")]
     extra = {k: values[k] for k in ("lo", "hi") if k in values}

@@ -55,13 +55,16 @@ def test_s2_audit_beats_add_remove_epsilon():
 # ---------------------------------------------------------------- S3-S5 and the reference model
 
 from subaudit.canaries import (  # noqa: E402
+    craft_gradient,
     craft_input,
     craft_mislabeled,
     craft_natural,
+    least_updated_coordinates,
     per_example_grads,
     reference_model,
 )
-from subaudit.engine import init_params, RunStreams  # noqa: E402
+from subaudit.engine import LogitDifference, LogOddsDifference, RunStreams, init_params  # noqa: E402
+from subaudit.validation import ParameterError  # noqa: E402
 
 
 def _small(seed=0, n=40, d=6, k=4, hidden=()):
@@ -143,3 +146,54 @@ def test_reference_model_equals_plain_full_batch_training():
     with torch.no_grad():
         prob = torch.softmax(module(data.x), -1).gather(1, data.y[:, None])[:, 0]
     np.testing.assert_allclose(conf, prob.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_gradient_rms_coordinate_is_the_papers_code_statistic():
+    """gradient-rms: the root of the summed squared privatised (noiseless) gradients; with SGD
+    the gradient is minus the update over lr, so it is checked against the parameter path."""
+    model, data, _ = _small(seed=5, d=6, k=3)
+    dp = DPConfig(steps=6, sampling_rate=1.0, noise_multiplier=0.0, clip=0.5, lr=0.2)
+    index, value = least_updated_coordinates(model, data, dp, 3, statistic="gradient-rms")
+    path = []
+    train(model, data, None, dp, seed=0, runs=[0], bits=[0], score_every=6, init="zero",
+          observe=lambda t, p, g: path.append(torch.cat([x[0].reshape(-1) for x in p]).double()),
+          progress=False)
+    steps = torch.diff(torch.stack([torch.zeros_like(path[0]), *path]), dim=0) / -0.2
+    rms = steps.pow(2).sum(0).sqrt()
+    np.testing.assert_allclose(value, rms[index].numpy(), rtol=1e-5, atol=1e-9)
+    assert list(index) == list(torch.argsort(rms, stable=True)[:3].numpy())
+    s2 = craft_gradient(model, data, dp, coordinate="gradient-rms")
+    assert s2.info["coordinate"] == index[0] and s2.info["statistic"] == "gradient-rms"
+    with pytest.raises(ParameterError, match="s2_coordinate"):
+        least_updated_coordinates(model, data, dp, 1, statistic="smallest")
+
+
+def test_natural_canary_pool_and_input_scores():
+    model, data, params = _small(seed=2, d=6, k=3)
+    x, y = data.x[0], int(data.y[0])
+    aux = Records(data.x[10:], data.y[10:])
+    full = craft_natural(model, params, x, y, aux)
+    ga = _loop_grads(model, params, aux.x, aux.y)
+    g = _loop_grads(model, params, x[None], torch.tensor([y]))[0]
+    cos = [_cos(g, gi) for gi in ga]
+    small = craft_natural(model, params, x, y, aux, pool=4, score="log-odds")
+    assert small.info["aux_index"] == int(np.argmin(cos[:4])) and small.info["pool"] == 4
+    assert full.info["pool"] == aux.x.shape[0] and full.info["aux_index"] == int(np.argmin(cos))
+    assert isinstance(small.canary.score, LogOddsDifference)
+    assert isinstance(full.canary.score, LogitDifference)
+    with pytest.raises(ParameterError, match="s5_pool"):
+        craft_natural(model, params, x, y, aux, pool=aux.x.shape[0] + 1)
+    with pytest.raises(ParameterError, match="input_score"):
+        craft_input(model, params, x, y, steps=2, score="probability")
+
+
+def test_reference_model_per_q_is_poisson_minibatch_training():
+    """The paper's code's reference: minibatch training; at q < 1 it differs from full batch
+    and is a function of its seed."""
+    model, data, _ = _small(seed=4, d=6, k=3)
+    kw = dict(steps=10, lr=0.3, optimizer="sgd", seed=4, every=5)
+    full, _ = reference_model(model, data, **kw)
+    mini, conf = reference_model(model, data, sampling_rate=0.25, **kw)
+    again, conf2 = reference_model(model, data, sampling_rate=0.25, **kw)
+    assert not torch.allclose(full[0], mini[0])
+    assert torch.equal(mini[0], again[0]) and np.array_equal(conf, conf2)

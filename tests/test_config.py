@@ -41,6 +41,17 @@ def test_shipped_params_and_presets_validate(repo_root):
         (lambda p: p.__setitem__("seeds", 3), "unknown key seeds"),
         (lambda p: p["s1"].__setitem__("step", 3), "unknown key s1.step"),
         (lambda p: p["s1"].pop("repeats"), "missing key s1.repeats"),
+        (lambda p: p.__setitem__("estimators", ["paper"]),
+         "estimators = ['paper'] is invalid; allowed: a list holding a valid estimator (auc)"),
+        (lambda p: p["ablations"].__setitem__("experiment", "audio"),
+         "ablations.experiment = 'audio' is invalid; allowed: one of image, text, tabular"),
+        (lambda p: p["ablations"].__setitem__("runs", [100, 251]),
+         "ablations.runs[1] = 251 is invalid; allowed: an even number of runs, at most natural.runs"),
+        (lambda p: p["ablations"].__setitem__("runs", [2000]), "ablations.runs[0] = 2000"),
+        (lambda p: p["ablations"]["clip"].__setitem__("values", [0.0]), "ablations.clip.values[0] = 0.0"),
+        (lambda p: p["ablations"]["lr"].__setitem__("q", 1.5), "ablations.lr.q = 1.5"),
+        (lambda p: p["ablations"]["steps"].__setitem__("values", [100.5]),
+         "ablations.steps.values[0] = 100.5 is invalid; allowed: a whole number of steps"),
     ],
 )
 def test_bad_values_name_the_key(params, edit, expected):
@@ -74,3 +85,12 @@ def test_environment_files_pin_what_constraints_pin(repo_root, env_file):
     assert set(pins) <= set(got), sorted(set(pins) - set(got))
     assert {k: got[k] for k in pins} == pins
     assert ("+cpu" in "\n".join(pip)) == env_file.endswith("-cpu.yml")
+
+
+def test_switch_choices_are_the_schemas():
+    from subaudit.config import schema
+    from subaudit.settings import SWITCHES
+
+    natural = schema()["properties"]["natural"]["properties"]
+    for key, (_, text, code) in SWITCHES.items():
+        assert natural[key]["enum"] == [text, code], key

@@ -58,7 +58,11 @@ def test_push_pull_restores_results_and_snakemake_state(tmp_path, repo_root):
     lock = yaml.safe_load((origin / "dvc.lock").read_text())
     assert {o["path"] for o in lock["stages"]["default"]["outs"]} == {
         "results/accounting", "results/s1", "results/natural", "results/one_run", "results/figures",
+        "results/report.md", "results/report.html", "results/report.json",
         "data/raw", "data/splits", "data/features"}
+    # the report's verdicts are DVC metrics, so `dvc metrics diff` compares versions
+    metrics = sh(origin, "dvc", "metrics", "show", "--json")
+    assert '"claims"' in metrics and '"code"' in metrics
     sh(origin, "git", "add", "-A")
     sh(origin, "git", "commit", "-qm", "results")
     sh(origin, "git", "tag", "results-v1")
@@ -86,6 +90,9 @@ def test_push_pull_restores_results_and_snakemake_state(tmp_path, repo_root):
     params = yaml.safe_load((clone / "params.yaml").read_text())
     params["alpha"] = 0.1
     write_params(clone, params)
-    assert job_counts(clone) == {"all": 1, "estimate_s1": 2, "estimate_natural": 12,
+    # 12 base estimates (3 experiments x 4 scenarios) and 12 of the ablations (one new value of
+    # each of C, T and lr x 4 scenarios), the figures drawn from them and the report
+    assert job_counts(clone) == {"all": 1, "estimate_s1": 2, "estimate_natural": 24,
                                  "epsilon_vs_target": 1, "epsilon_vs_step": 3, "one_run": 2,
-                                 "one_run_figure": 1}
+                                 "one_run_figure": 1, "ablation_figure": 3, "runs_figure": 1,
+                                 "report": 1}

@@ -374,7 +374,7 @@ def test_accuracy_and_observe():
     res = train(model, data, None, DPConfig(steps=30, sampling_rate=0.5, noise_multiplier=0.0,
                                              clip=10.0, lr=0.5),
                 seed=1, runs=[0, 1], bits=[0, 1], score_every=10, test=data,
-                accuracy_steps=[0, 30], observe=lambda t, p: seen.append(t), progress=False)
+                accuracy_steps=[0, 30], observe=lambda t, p, g: seen.append(t), progress=False)
     assert seen == list(range(1, 31))
     assert res.accuracy.shape == (2, 2)
     assert (res.accuracy[1] > 0.8).all() and (res.accuracy[1] > res.accuracy[0]).all()
@@ -556,3 +556,55 @@ def test_one_hot_canaries_are_checked(index, clip, match):
     dp = DPConfig(steps=2, sampling_rate=1.0, noise_multiplier=1.0, clip=1.0, lr=0.1)
     with pytest.raises(ParameterError, match=match):
         engine.OneHotCanaries(index, clip, model.num_params).check(model, dp)
+
+
+def test_log_odds_score_is_the_papers_code_statistic():
+    """LogOddsDifference: log(p/(1-p)) of each record's label (softmax), z minus z', from the
+    final parameters; the span basis gives the same score distribution's draws exactly."""
+    model = MLP((6, 3))
+    data = _data(30, 6, 3, seed=5)
+    g = torch.Generator().manual_seed(3)
+    x, y = torch.randn(2, 6, generator=g, dtype=torch.float64), torch.tensor([1, 2])
+    canary = engine.InputCanary(x, y, scored_by=engine.LogOddsDifference())
+    dp = DPConfig(steps=4, sampling_rate=0.5, noise_multiplier=1.0, clip=1.0, lr=0.3)
+    runs = np.arange(8)
+    res = train(model, data, canary, dp, seed=2, runs=runs, bits=runs % 2, score_every=4,
+                init="random", dtype=torch.float64, keep_params=True, progress=False)
+    w, b = torch.from_numpy(res.params[0]), torch.from_numpy(res.params[1])
+    p = torch.softmax(torch.einsum("rkd,nd->rnk", w, x) + b[:, None, :], dim=-1)
+    py = p[:, [0, 1], y]
+    odds = torch.log(py) - torch.log1p(-py)
+    np.testing.assert_allclose(res.scores[-1], (odds[:, 0] - odds[:, 1]).numpy(), rtol=0, atol=1e-10)
+    sgd = DPConfig(steps=4, sampling_rate=0.5, noise_multiplier=1.0, clip=1.0, lr=0.3)
+    full = train(model, data, canary, sgd, seed=2, runs=runs, bits=runs % 2, score_every=4,
+                 init="zero", dtype=torch.float64, basis="full", progress=False)
+    span = train(model, data, canary, sgd, seed=2, runs=runs, bits=runs % 2, score_every=4,
+                 init="zero", dtype=torch.float64, basis="span", progress=False)
+    assert np.all(np.isfinite(span.scores)) and span.scores.shape == full.scores.shape
+
+
+def test_canary_with_its_own_sampling_rate():
+    """At rate 1 the canary is in every batch: with no noise and a feature no record uses,
+    its coordinate moves by lr C / (q (n + 1)) every step; at the data's own rate the runs
+    are bitwise those of the default."""
+    n, d, k = 20, 5, 3
+    data = _data(n, d, k, seed=6)
+    data = Records(torch.cat([data.x[:, :4], torch.zeros(n, 1, dtype=torch.float64)], 1), data.y)
+    model = MLP((d, k))
+    j = 4                                                       # weight[0, 4]: feature 4
+    canary = GradientCanary.one_hot(model, j, 1.0)
+    runs = np.arange(16)
+    base = dict(steps=6, sampling_rate=0.25, noise_multiplier=0.0, clip=1.0, lr=0.1)
+    every = train(model, data, canary, DPConfig(**base, canary_sampling_rate=1.0), seed=3,
+                  runs=runs, bits=runs % 2, score_every=6, dtype=torch.float64, progress=False)
+    step = 0.1 * 1.0 / (0.25 * (n + 1))
+    np.testing.assert_allclose(every.scores[-1], np.where(runs % 2 == 1, 6 * step, -6 * step),
+                               rtol=1e-12)
+    default = train(model, data, canary, DPConfig(**base), seed=3, runs=runs, bits=runs % 2,
+                    score_every=6, dtype=torch.float64, progress=False)
+    same = train(model, data, canary, DPConfig(**base, canary_sampling_rate=0.25), seed=3,
+                 runs=runs, bits=runs % 2, score_every=6, dtype=torch.float64, progress=False)
+    assert np.array_equal(default.scores, same.scores)
+    assert not np.allclose(default.scores, every.scores)
+    with pytest.raises(ParameterError, match="canary_sampling_rate"):
+        DPConfig(**base, canary_sampling_rate=1.5)

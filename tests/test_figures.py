@@ -138,3 +138,43 @@ def test_one_run_table_and_figure():
     assert any("1,000 trainings" in lab for lab in labels)
     assert any("one-run audit (fdp, m = 50): 1 training, 0.5 s" in lab for lab in labels)
     assert "ε" in fig.axes[0].get_ylabel() and "q" in fig.axes[0].get_xlabel()
+
+
+def test_ablation_figure_has_a_panel_per_value():
+    from subaudit.tables import natural_table
+
+    acc = pd.DataFrame([{"clip": c, "q": 1.0, "sigma": 20.0, "delta": 1e-5, "step": t,
+                         "eps_substitute": 4.0 * t / 10, "eps_add_remove": 2.0 * t / 10}
+                        for c in (1.0, 4.0) for t in (5, 10)])
+    est = [{"clip": c, "q": 1.0, "scenario": "S3", "repeat": 0, "step": t, "estimator": "auc",
+            "epsilon": c * t / 10} for c in (1.0, 4.0) for t in (5, 10)]
+    table = natural_table(acc, est, panel="clip")
+    assert list(table[table.scenario == "S3"]["clip"]) == [1.0, 1.0, 4.0, 4.0]
+    fig = figures.epsilon_vs_step(table, "test", panel="clip")
+    assert [ax.get_title() for ax in fig.axes] == ["C = 1  (q = 1)  (σ = 20, δ = 1e-05)",
+                                                   "C = 4  (q = 1)  (σ = 20, δ = 1e-05)"]
+    assert "no error band" in fig._suptitle.get_text()
+
+
+def test_runs_table_estimates_the_first_runs_and_draws_the_ceilings():
+    from subaudit.estimation import estimate_epsilon, finite_r_ceiling
+    from subaudit.tables import runs_table
+
+    rng = np.random.default_rng(0)
+    bits = np.arange(400) % 2 == 0
+    audits = [{"q": 1.0, "scenario": "S2", "repeat": r, "bits": bits.astype(int),
+               "scores": rng.normal(2.0 * bits, 1.0)} for r in range(2)]
+    final = pd.DataFrame([{"q": 1.0, "sigma": 5.0, "step": 10, "eps_substitute": 4.0,
+                           "eps_add_remove": 2.0}])
+    table = runs_table(final, audits, [100, 400], 1e-5, 0.05, ["auc"])
+    s2 = table[table.scenario == "S2"].set_index("runs")
+    first = [estimate_epsilon(a["scores"][:100], a["bits"][:100], 1e-5, 0.05).epsilon for a in audits]
+    assert s2.loc[100, "epsilon"] == pytest.approx(np.mean(first))
+    assert s2.loc[100, "n_repeats"] == 2
+    ceiling = table[table.series == "finite-R ceiling (auc estimator)"].set_index("runs")
+    assert ceiling.loc[400, "epsilon"] == pytest.approx(finite_r_ceiling(200, 200, 1e-5))
+    assert ceiling.loc[100, "epsilon"] < ceiling.loc[400, "epsilon"]
+    fig = figures.epsilon_vs_runs(table, "test")
+    ax = fig.axes[0]
+    assert "R'" in ax.get_xlabel() and "ε" in ax.get_ylabel()
+    assert ax.get_ylim()[1] < ceiling.loc[400, "epsilon"]      # the ceiling leaves the top

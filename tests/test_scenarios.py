@@ -53,7 +53,8 @@ def test_crafting_through_the_registry(setup):
     target = 7
     x, y = feats["train"].x[target], int(feats["train"].y[target])
     common = dict(model=model, features=feats, init="zero", seed=1, reference=params,
-                  target=target, options={"craft_steps": 5, "craft_lr": 0.1})
+                  target=target, options={"craft_steps": 5, "craft_lr": 0.1,
+                                          "input_score": "logit-difference", "s5_pool": None})
     got = {n: SCENARIOS[n].craft(CraftInputs(**common)) for n in ("S3", "S4", "S5")}
     want = {"S3": craft_input(model, params, x, y, steps=5, lr=0.1),
             "S4": craft_mislabeled(model, params, x, y),
@@ -65,6 +66,6 @@ def test_crafting_through_the_registry(setup):
         assert torch.equal(crafted.canary.x[0], x.to(crafted.canary.x.dtype))   # z first
     dp = DPConfig(steps=5, sampling_rate=0.5, noise_multiplier=0.0, clip=2.0, lr=0.1)
     s2 = SCENARIOS["S2"].craft(CraftInputs(model=model, features=feats, init="zero", seed=1,
-                                           dp=dp))
+                                           dp=dp, options={"s2_coordinate": "least-update"}))
     assert isinstance(s2.canary, GradientCanary)
     assert sorted(s2.canary.g.abs().sum(1).tolist()) == [2.0, 2.0]      # +-C on one coordinate

@@ -44,9 +44,16 @@ def test_each_artifact_key_holds_exactly_its_knobs():
     assert s.key("shard") == "q1_C2_T100_k10_lr0.001_eps4_rep0"        # not R: shards are reused
     assert S.path("shard", exp="image", scenario="S2", key=s.key("shard"), lo=0, hi=16) == (
         "results/natural/image/shards/S2_q1_C2_T100_k10_lr0.001_eps4_rep0/runs0-16.npz")
-    assert SCENARIOS["S2"].canary_knobs == ("q", "clip", "steps", "lr")
+    assert SCENARIOS["S2"].canary_knobs() == ("q", "clip", "steps", "lr")
     for name in ("S3", "S4", "S5"):       # from the reference model only
-        assert SCENARIOS[name].canary_knobs == S.DEPENDS["reference"]
+        assert SCENARIOS[name].canary_knobs() == S.DEPENDS["reference"]
+        # the paper's code: one minibatch reference per q, so S3-S5 are crafted per q
+        assert SCENARIOS[name].canary_knobs("per-q") == ("q", "steps", "every", "lr")
+    assert s.key("reference", reference="per-q") == "q1_T100_k10_lr0.001"
+    assert S.depends("target", "per-q") == ("q", "steps", "every", "lr")
+    assert S.depends("shard", "per-q") == S.DEPENDS["shard"]
+    with pytest.raises(ParameterError, match="reference"):
+        S.depends("reference", "minibatch")
 
 
 def test_grid_is_the_base_grid_then_new_variations():
@@ -66,6 +73,38 @@ def test_grid_is_the_base_grid_then_new_variations():
     with pytest.raises(ParameterError, match="variations.experiments"):
         S.grid(EXPERIMENTS, ["S2"], target_epsilon=4.0, runs=256, repeats=1,
                variations=[{"experiments": ["audio"]}])
+
+
+def test_ablations_vary_one_knob_at_its_q_and_reuse_the_base_audit():
+    natural = {"experiments": EXPERIMENTS, "scenarios": ["S2", "S3"], "target_epsilon": 4.0,
+               "runs": 256, "repeats": 2}
+    ablations = {"experiment": "image", "repeats": 1, "clip": {"q": 1.0, "values": [1.0, 2.0]},
+                 "steps": {"q": 0.25, "values": [100, 500]}, "lr": {"q": 1.0, "values": [0.002]}}
+    base = set(S.settings_from_config(natural))
+    clip = S.ablation_settings(natural, ablations, "clip")
+    assert [(s.scenario, s.clip, s.q, s.repeat) for s in clip] == [
+        ("S2", 1.0, 1.0, 0), ("S3", 1.0, 1.0, 0), ("S2", 2.0, 1.0, 0), ("S3", 2.0, 1.0, 0)]
+    assert [s in base for s in clip] == [False, False, True, True]   # C = 2 is the base audit
+    steps = S.ablation_settings(natural, ablations, "steps")
+    assert {(s.steps, s.every) for s in steps} == {(100, 10), (500, 50)}  # k scales with T
+    assert all(s.q == 0.25 and s.clip == 2.0 and s.lr == 0.001 for s in steps)
+    assert S.ablation_every(EXPERIMENTS["image"], 5) == 1
+    with pytest.raises(ParameterError, match="ablation knob"):
+        S.ablation_settings(natural, ablations, "runs")
+
+
+def test_switch_settings_name_whose_choice_each_is():
+    natural = {"input_score": "log-odds", "s2_coordinate": "least-update", "reference": "per-q",
+               "experiments": {"image": {"n_aux": 50, "s5_pool": 20},
+                               "tab": {"n_aux": 30, "canary_sampling_rate": 1.0}}}
+    out = S.switch_settings(natural)
+    assert out["S3/S5 score (natural.input_score)"] == "log-odds (the paper's code)"
+    assert out["S2 coordinate (natural.s2_coordinate)"] == "least-update (the paper's text)"
+    assert out["reference model (natural.reference)"] == "per-q (the paper's code)"
+    assert out["S5 pool, image (s5_pool)"] == "20"
+    assert out["S5 pool, tab (s5_pool)"] == "all 30 auxiliary records"
+    assert out["input canary rate, tab (canary_sampling_rate)"] == "1.0"
+    assert out["input canary rate, image (canary_sampling_rate)"] == "the data's q"
 
 
 def test_seeds_are_the_published_derivations():

@@ -29,7 +29,8 @@ def workdir(tmp_path_factory) -> Path:
 
 
 def test_default_targets_are_built(workdir):
-    for name in ("fig2", "figA5", "fig3", "figA6", "fig4", "figA1", "one-run"):
+    for name in ("fig2", "figA5", "fig3", "figA6", "fig4", "figA1", "one-run", "fig5", "figA2",
+                 "figA3", "figA4"):
         for ext in ("png", "pdf", "csv"):
             path = workdir / "results" / "figures" / f"{name}.{ext}"
             assert path.is_file() and path.stat().st_size > 0, path
@@ -124,38 +125,42 @@ def test_param_change_reruns_only_dependent_jobs(workdir):
         params["s1"]["runs_per_world"] = 600
         write_params(workdir, params)
         assert job_counts(workdir) == {"all": 1, "simulate_s1": 2, "estimate_s1": 2,
-                                       "epsilon_vs_target": 1}
+                                       "epsilon_vs_target": 1, "report": 1}
 
         params["s1"]["runs_per_world"] = 500
         params["alpha"] = 0.1
         write_params(workdir, params)
-        # S1 estimates (one job per q) and 12 natural ones (3 experiments x 4 scenarios)
-        # and the one-run audits (one job per canary kind) with their figure
-        assert job_counts(workdir) == {"all": 1, "estimate_s1": 2, "estimate_natural": 12,
+        # S1 estimates (one job per q), 12 natural ones (3 experiments x 4 scenarios) and 12 of
+        # the ablations (one new value of each of C, T and lr x 4 scenarios), the one-run
+        # audits (one job per canary kind), the figures drawn from them and the report
+        assert job_counts(workdir) == {"all": 1, "estimate_s1": 2, "estimate_natural": 24,
                                        "epsilon_vs_target": 1, "epsilon_vs_step": 3,
-                                       "one_run": 2, "one_run_figure": 1}
+                                       "one_run": 2, "one_run_figure": 1, "ablation_figure": 3,
+                                       "runs_figure": 1, "report": 1}
 
         params["alpha"] = 0.05
         params["ratio_grid"]["noise_multipliers"] = [3.0, 7.0]
         write_params(workdir, params)
-        assert job_counts(workdir) == {"all": 1, "ratio_grid_row": 2, "ratio_grid": 1}
+        assert job_counts(workdir) == {"all": 1, "ratio_grid_row": 2, "ratio_grid": 1, "report": 1}
 
         params["ratio_grid"]["noise_multipliers"] = [3.0, 6.0]
         params["s1"]["sampling_rates"] = [1.0, 0.5]
         write_params(workdir, params)
         # only the new q's settings are computed (one job each); q = 1 is untouched
         assert job_counts(workdir) == {"all": 1, "calibrate_s1": 1, "simulate_s1": 1,
-                                       "estimate_s1": 1, "epsilon_vs_target": 1}
+                                       "estimate_s1": 1, "epsilon_vs_target": 1, "report": 1}
 
         params["s1"]["sampling_rates"] = [1.0, 0.25]
         params["natural"]["experiments"]["image"]["sampling_rates"] = [1.0, 0.5]
         write_params(workdir, params)
         # one new q: its S2 canary, 4 scenarios x 2 shards, merged estimates and the figure;
         # features, reference model and S3-S5 canaries are untouched, and the calibration
-        # at (q 0.5, T 4, k 2, eps 4) is the tabular experiment's, already there
+        # at (q 0.5, T 4, k 2, eps 4) is the tabular experiment's, already there; Fig 5 takes
+        # the new q's audits, the ablations (at q = 1) are untouched
         assert job_counts(workdir) == {"all": 1, "craft": 1, "train_shard": 8,
                                        "estimate_natural": 4, "epsilon_vs_step": 1,
-                                       "one_run": 2, "one_run_figure": 1}
+                                       "one_run": 2, "one_run_figure": 1, "runs_figure": 1,
+                                       "report": 1}
 
         params["natural"]["experiments"]["image"]["sampling_rates"] = [1.0]
         params["natural"]["target_epsilon"] = 5.0
@@ -163,7 +168,8 @@ def test_param_change_reruns_only_dependent_jobs(workdir):
         # a new noise level retrains every shard but never recomputes features or canaries
         counts = job_counts(workdir)
         assert "features" not in counts and "craft" not in counts
-        assert "reference" not in counts and counts["train_shard"] == 2 * 4 * 3
+        # (2 shards x 4 scenarios x 3 experiments, and x 3 ablation values of C, T and lr)
+        assert "reference" not in counts and counts["train_shard"] == 2 * 4 * 3 + 2 * 4 * 3
     finally:
         write_params(workdir, tiny())
     assert job_counts(workdir) == {}
@@ -194,6 +200,60 @@ def test_variations_reuse_what_they_do_not_change(workdir):
     finally:
         write_params(workdir, tiny())
     assert job_counts(workdir) == {}
+
+
+def test_reproduction_switches_run_the_papers_code_choices(tmp_path):
+    """presets/paper.yaml's switches on the tiny image experiment at two q: a minibatch
+    reference per q (so the S3-S5 canaries are per q too), log-odds S3/S5 scores, the
+    gradient-rms S2 coordinate and a small S5 pool; the report names each switch."""
+    wd = workflow_copy(tmp_path)
+    params = tiny()
+    nat = params["natural"]
+    nat.update(reference="per-q", input_score="log-odds", s2_coordinate="gradient-rms")
+    nat["experiments"] = {"image": {**nat["experiments"]["image"], "s5_pool": 3,
+                                    "sampling_rates": [1.0, 0.5]}}
+    write_params(wd, params)
+    counts = job_counts(wd)
+    # references at (q 1, T 4, lr 0.01), (q 0.5), (T 8) and (lr 0.02); S3-S5 on each
+    assert counts["reference"] == 4 and counts["craft"] == 3 * 4 + 5
+    proc = snakemake(wd)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ref = json.loads((wd / "results/natural/image/reference/q0.5_T4_k2_lr0.01.json").read_text())
+    assert ref["sampling_rate"] == 0.5
+    s5 = json.loads((wd / "results/natural/image/canaries/S5_q0.5_T4_k2_lr0.01.json").read_text())
+    assert s5["score"] == "log-odds" and s5["pool"] == 3 and s5["aux_index"] < 3
+    s2 = json.loads((wd / "results/natural/image/canaries/S2_q1_C2_T4_lr0.01.json").read_text())
+    assert s2["statistic"] == "gradient-rms"
+    report = (wd / "results/report.md").read_text()
+    assert "| S3/S5 score (natural.input_score) | log-odds (the paper's code) |" in report
+    assert "| reference model (natural.reference) | per-q (the paper's code) |" in report
+    assert "| S2 coordinate (natural.s2_coordinate) | gradient-rms (the paper's code) |" in report
+    assert "| S5 pool, image (s5_pool) | 3 |" in report
+
+
+def test_report_verdicts_follow_the_numbers(workdir):
+    """The report is built from the figures' CSVs: the default tiny run judges claim 2 from
+    Fig 2's accountant rows; halving eps_S by group privacy there makes it refuted."""
+    verdicts = json.loads((workdir / "results/report.json").read_text())["claims"]
+    assert set(verdicts) == {str(i) for i in range(1, 8)}
+    assert verdicts["2"]["verdict"] == "supported" and verdicts["2"]["code"] == 1
+    fig2 = workdir / "results/figures/fig2.csv"
+    original = fig2.read_bytes()
+    try:
+        table = pd.read_csv(fig2)
+        group = table["series"] == "eps_S (group privacy)"
+        table.loc[group, "epsilon"] = table.loc[group, "epsilon"] / 2
+        table.to_csv(fig2, index=False)
+        proc = snakemake(workdir, "results/report.json")
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        changed = json.loads((workdir / "results/report.json").read_text())["claims"]["2"]
+        assert changed["verdict"] == "refuted" and changed["code"] == -1
+        assert "REFUTED" in (workdir / "results/report.html").read_text()
+    finally:
+        fig2.write_bytes(original)
+    proc = snakemake(workdir, "results/report.json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads((workdir / "results/report.json").read_text())["claims"]["2"]["code"] == 1
 
 
 @pytest.mark.parametrize(

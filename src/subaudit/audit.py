@@ -12,9 +12,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from subaudit.engine import MLP, DPConfig, GradientCanary, InputCanary, Records
+from subaudit.engine import INPUT_SCORES, MLP, DPConfig, GradientCanary, InputCanary, Records
 from subaudit.io import read_csv, read_json, read_npz, write_npz
 from subaudit.scenarios import get as get_scenario
+from subaudit.validation import ParameterError
 
 __all__ = ["audit_data", "load_canary", "load_features", "load_setting", "model_for",
            "save_canary"]
@@ -50,11 +51,16 @@ def audit_data(train: Records, target: int | None, scenario: str) -> Records:
 
 
 def save_canary(path: str | Path, canary: GradientCanary | InputCanary) -> None:
-    """One canary pair as .npz (atomic)."""
+    """One canary pair as .npz (atomic); an input canary with the name of its score."""
     if isinstance(canary, GradientCanary):
         arrays = {"kind": np.array("gradient"), "g": canary.g.numpy()}
     else:
-        arrays = {"kind": np.array("input"), "x": canary.x.numpy(), "y": canary.y.numpy()}
+        names = {cls: name for name, cls in INPUT_SCORES.items()}
+        score = type(canary.score)
+        if score not in names:
+            raise ParameterError("canary score", score.__name__, "one of " + ", ".join(INPUT_SCORES))
+        arrays = {"kind": np.array("input"), "x": canary.x.numpy(), "y": canary.y.numpy(),
+                  "score": np.array(names[score])}
     write_npz(path, **arrays)
 
 
@@ -63,18 +69,20 @@ def load_canary(path: str | Path) -> GradientCanary | InputCanary:
     f = read_npz(path)
     if str(f["kind"]) == "gradient":
         return GradientCanary(torch.from_numpy(f["g"]))
-    return InputCanary(torch.from_numpy(f["x"]), torch.from_numpy(f["y"]).long())
+    return InputCanary(torch.from_numpy(f["x"]), torch.from_numpy(f["y"]).long(),
+                       scored_by=INPUT_SCORES[str(f["score"])]())
 
 
 def load_setting(
     features: str | Path, calibration: str | Path, target: str | Path | None = None, *,
     hidden: Sequence[int], steps: int, q: float, clip: float, lr: float, optimizer: str,
+    canary_q: float | None = None,
 ) -> tuple[dict[str, Any], MLP, int | None, DPConfig]:
     """What a training job needs: features, model, target index (None without a target
-    file), DP config at the calibrated sigma."""
+    file), DP config at the calibrated sigma (``canary_q``: the canary's own rate)."""
     feats = load_features(features)
     index = None if target is None else int(read_json(target)["target"])
     sigma = float(read_csv(calibration)["sigma"].iloc[0])
     dp = DPConfig(steps=steps, sampling_rate=q, noise_multiplier=sigma, clip=clip, lr=lr,
-                  optimizer=optimizer)
+                  optimizer=optimizer, canary_sampling_rate=canary_q)
     return feats, model_for(feats, hidden), index, dp

@@ -38,16 +38,20 @@ from subaudit.engine import (
     MLP,
     DPConfig,
     GradientCanary,
+    INPUT_SCORES,
     InputCanary,
     Records,
     RunStreams,
+    Score,
     flat_params,
     init_params,
     train,
 )
-from subaudit.validation import ParameterError, check_count, check_positive
+from subaudit.settings import SWITCHES
+from subaudit.validation import ParameterError, check_choice, check_count, check_positive
 
 __all__ = [
+    "S2_COORDINATES",
     "Crafted",
     "craft_gradient",
     "craft_input",
@@ -102,21 +106,23 @@ def _cosine(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 def reference_model(
     model: MLP, data: Records, *, steps: int, lr: float, optimizer: str,
     init: str | Sequence[torch.Tensor] = "zero", seed: int = 0, every: int = 1,
+    sampling_rate: float = 1.0,
 ) -> tuple[list[torch.Tensor], np.ndarray]:
-    """Non-DP full-batch training on ``data``: final parameters and mean confidence.
+    """Non-DP training on ``data``, full batch (or Poisson-sampled at ``sampling_rate``, as the
+    paper's code's minibatch reference): final parameters and mean confidence.
 
     Confidence of a record is the softmax probability of its label, averaged
     over the checkpoints every ``every`` steps (and the final one).
     """
-    dp = DPConfig(steps=steps, sampling_rate=1.0, noise_multiplier=0.0, clip=1e30, lr=lr,
-                  optimizer=optimizer)
+    dp = DPConfig(steps=steps, sampling_rate=sampling_rate, noise_multiplier=0.0, clip=1e30,
+                  lr=lr, optimizer=optimizer)
     check_count(every, "every")
     x, y = data.x, data.y.long()
     total = torch.zeros(x.shape[0], dtype=torch.float64)
     count = 0
     final: list[torch.Tensor] = []
 
-    def observe(t: int, params: list[torch.Tensor]) -> None:
+    def observe(t: int, params: list[torch.Tensor], _grads: list[torch.Tensor]) -> None:
         nonlocal count, final
         if t % every == 0 or t == steps:
             with torch.no_grad():
@@ -143,26 +149,35 @@ def _module(model: MLP, params: Sequence[torch.Tensor]) -> torch.nn.Sequential:
 # --------------------------------------------------------------------------- S2
 
 
+#: How S2 picks its coordinate in noiseless training (params.yaml natural.s2_coordinate):
+#: Algorithm 2's smallest accumulated |update|, or the paper's code's smallest root of the
+#: summed squared (clipped, averaged) gradients.
+S2_COORDINATES = SWITCHES["s2_coordinate"][1:]
+
+
 def least_updated_coordinate(
     model: MLP, data: Records, dp: DPConfig, *, init: str | Sequence[torch.Tensor] = "zero",
-    seed: int = 0,
+    seed: int = 0, statistic: str = "least-update",
 ) -> tuple[int, float]:
     """Algorithm 2: the least-updated parameter (flat index) in noiseless training.
 
-    Returns the index and its accumulated absolute update.
+    Returns the index and its statistic (:data:`S2_COORDINATES`).
     """
-    index, moved = least_updated_coordinates(model, data, dp, 1, init=init, seed=seed)
+    index, moved = least_updated_coordinates(model, data, dp, 1, init=init, seed=seed,
+                                             statistic=statistic)
     return int(index[0]), float(moved[0])
 
 
 def least_updated_coordinates(
     model: MLP, data: Records, dp: DPConfig, count: int, *,
-    init: str | Sequence[torch.Tensor] = "zero", seed: int = 0,
+    init: str | Sequence[torch.Tensor] = "zero", seed: int = 0, statistic: str = "least-update",
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Algorithm 2 for ``count`` canaries: the ``count`` least-updated parameters (flat
-    indices, least first, ties by index) in noiseless training and their accumulated
-    absolute updates."""
+    """Algorithm 2 for ``count`` canaries: the ``count`` parameters (flat indices, least
+    first, ties by index) with the smallest ``statistic`` in noiseless training, and its
+    values: the accumulated absolute update (``least-update``) or the root of the summed
+    squared gradients (``gradient-rms``, the paper's code)."""
     count = check_count(count, "canaries")
+    check_choice(statistic, "s2_coordinate", S2_COORDINATES)
     if count > model.num_params:
         raise ParameterError("canaries", count, f"at most the {model.num_params} parameters")
     noiseless = replace(dp, noise_multiplier=0.0)
@@ -170,16 +185,20 @@ def least_updated_coordinates(
     prev = flat_params(start)[0]
     total = torch.zeros_like(prev, dtype=torch.float64)
 
-    def observe(_t: int, params: list[torch.Tensor]) -> None:
+    def observe(_t: int, params: list[torch.Tensor], grads: list[torch.Tensor]) -> None:
         nonlocal prev
+        if statistic == "gradient-rms":
+            total.add_(flat_params(grads)[0].cpu().double() ** 2)
+            return
         now = flat_params(params)[0].cpu()
         total.add_((now - prev).abs().double())
         prev = now.clone()
 
     train(model, data, None, noiseless, seed=seed, runs=[0], bits=[0], score_every=dp.steps,
           init=init, observe=observe, progress=False)
-    order = torch.argsort(total, stable=True)[:count]
-    return order.numpy(), total[order].numpy()
+    value = total.sqrt() if statistic == "gradient-rms" else total
+    order = torch.argsort(value, stable=True)[:count]
+    return order.numpy(), value[order].numpy()
 
 
 def gradient_canary(
@@ -192,12 +211,14 @@ def gradient_canary(
 
 def craft_gradient(
     model: MLP, data: Records, dp: DPConfig, *, init: str | Sequence[torch.Tensor] = "zero",
-    seed: int = 0,
+    seed: int = 0, coordinate: str = "least-update",
 ) -> Crafted:
-    """S2: ``g_z = +C e_j*``, ``g_z' = -C e_j*`` (Algorithm 2)."""
-    j, moved = least_updated_coordinate(model, data, dp, init=init, seed=seed)
+    """S2: ``g_z = +C e_j*``, ``g_z' = -C e_j*`` (Algorithm 2), ``j*`` chosen by
+    ``coordinate`` (:data:`S2_COORDINATES`)."""
+    j, moved = least_updated_coordinate(model, data, dp, init=init, seed=seed,
+                                        statistic=coordinate)
     canary = GradientCanary.one_hot(model, j, dp.clip)
-    return Crafted("S2", canary, {"coordinate": j, "accumulated_update": moved,
+    return Crafted("S2", canary, {"coordinate": j, "statistic": coordinate, "value": moved,
                                   "cosine": -1.0, "norm_z": dp.clip, "norm_z_prime": dp.clip})
 
 
@@ -212,9 +233,11 @@ def _pair_info(model: MLP, params, x2: torch.Tensor, y2: torch.Tensor) -> dict[s
 
 def craft_input(
     model: MLP, params: Sequence[torch.Tensor], x: torch.Tensor, y: int, *,
-    steps: int = 300, lr: float = 0.1,
+    steps: int = 300, lr: float = 0.1, score: str = "logit-difference",
 ) -> Crafted:
-    """S3 (Algorithm 3): ``x'`` from zero by gradient descent; label kept."""
+    """S3 (Algorithm 3): ``x'`` from zero by gradient descent; label kept; runs scored by
+    ``score`` (:data:`subaudit.engine.INPUT_SCORES`)."""
+    scored_by = _input_score(score)
     check_count(steps, "craft_steps")
     check_positive(lr, "craft_lr")
     dtype = params[0].dtype
@@ -237,8 +260,8 @@ def craft_input(
         opt.step()
         history.append(float(objective.detach()))
     xp = xp.detach()
-    canary = InputCanary(torch.stack([x, xp]), torch.tensor([y, y]))
-    info = {**_pair_info(model, params, canary.x, canary.y), "label": int(y),
+    canary = InputCanary(torch.stack([x, xp]), torch.tensor([y, y]), scored_by=scored_by)
+    info = {**_pair_info(model, params, canary.x, canary.y), "label": int(y), "score": score,
             "objective_first": history[0], "objective_last": history[-1]}
     return Crafted("S3", canary, info)
 
@@ -260,9 +283,16 @@ def craft_mislabeled(
 
 
 def craft_natural(
-    model: MLP, params: Sequence[torch.Tensor], x: torch.Tensor, y: int, aux: Records
+    model: MLP, params: Sequence[torch.Tensor], x: torch.Tensor, y: int, aux: Records, *,
+    pool: int | None = None, score: str = "logit-difference",
 ) -> Crafted:
-    """S5 (Algorithm 5): the auxiliary record with the least gradient cosine."""
+    """S5 (Algorithm 5): the auxiliary record with the least gradient cosine, among the first
+    ``pool`` auxiliary records (all when None); runs scored by ``score``."""
+    scored_by = _input_score(score)
+    n = aux.x.shape[0]
+    if pool is not None and not 1 <= pool <= n:
+        raise ParameterError("s5_pool", pool, f"1..{n} (the auxiliary records)")
+    aux = Records(aux.x[:pool], aux.y[:pool]) if pool is not None else aux
     dtype = params[0].dtype
     target = per_example_grads(model, params, x.to(dtype)[None], torch.tensor([y]))[0]
     cos = torch.cat([_cosine(per_example_grads(model, params, aux.x[i:i + 1024],
@@ -270,8 +300,12 @@ def craft_natural(
                      for i in range(0, aux.x.shape[0], 1024)])
     i = int(torch.argmin(cos))
     canary = InputCanary(torch.stack([x.to(dtype), aux.x[i].to(dtype)]),
-                         torch.tensor([y, int(aux.y[i])]))
+                         torch.tensor([y, int(aux.y[i])]), scored_by=scored_by)
     return Crafted("S5", canary, {**_pair_info(model, params, canary.x, canary.y),
-                                  "aux_index": i, "label": int(y),
-                                  "label_prime": int(aux.y[i])})
+                                  "aux_index": i, "pool": int(aux.x.shape[0]), "label": int(y),
+                                  "label_prime": int(aux.y[i]), "score": score})
 
+
+def _input_score(name: str) -> Score:
+    """The S3/S5 score called ``name`` (ParameterError naming the allowed ones)."""
+    return INPUT_SCORES[check_choice(name, "input_score", INPUT_SCORES)]()

@@ -61,6 +61,7 @@ def validate_params(params: Mapping[str, Any], source: str = "params.yaml") -> N
         _check_registered(params, source)
         _check_natural(params, source)
         _check_one_run(params, source)
+        _check_ablations(params, source)
         return
     err = jsonschema.exceptions.best_match(errors)
     key = _key_path(err)
@@ -90,6 +91,11 @@ def _check_registered(params: Mapping[str, Any], source: str) -> None:
         for i, name in enumerate(names):
             if name not in registry:
                 raise _invalid(source, f"{key}[{i}]", name, "one of " + ", ".join(registry))
+    valid = [n for n, e in ESTIMATORS.items() if e.valid]
+    if not set(params["estimators"]) & set(valid):
+        raise _invalid(source, "estimators", params["estimators"],
+                       "a list holding a valid estimator (" + ", ".join(valid) + "): the report's "
+                       "verdicts and the ceilings use one")
 
 
 def _check_natural(params: Mapping[str, Any], source: str) -> None:
@@ -104,6 +110,9 @@ def _check_natural(params: Mapping[str, Any], source: str) -> None:
     experiments = natural["experiments"]
     for name, exp in experiments.items():
         key = f"natural.experiments.{name}"
+        if exp.get("s5_pool", 0) > exp["n_aux"]:
+            raise _invalid(source, f"{key}.s5_pool", exp["s5_pool"],
+                           f"at most n_aux = {exp['n_aux']} (S5 searches the auxiliary records)")
         if exp["source"] == own_features.NAME:
             _check_own_features(exp, key, source)
             continue
@@ -160,6 +169,26 @@ def _check_one_run(params: Mapping[str, Any], source: str) -> None:
     if "label" in one["kinds"] and one["canaries"] > n_aux:
         raise _invalid(source, "one_run.canaries", one["canaries"],
                        f"at most n_aux = {n_aux} of experiment {one['experiment']} (label canaries)")
+
+
+def _check_ablations(params: Mapping[str, Any], source: str) -> None:
+    """The ablations: an existing experiment, R' values the base audits hold (even, so each
+    world has half), and T values whose scaled scoring interval fits."""
+    from subaudit.settings import ablation_every
+
+    abl = params["ablations"]
+    natural = params["natural"]
+    if abl["experiment"] not in natural["experiments"]:
+        raise _invalid(source, "ablations.experiment", abl["experiment"],
+                       "one of " + ", ".join(natural["experiments"]))
+    for i, r in enumerate(abl["runs"]):
+        if r % 2 or r > natural["runs"]:
+            raise _invalid(source, f"ablations.runs[{i}]", r,
+                           f"an even number of runs, at most natural.runs = {natural['runs']}")
+    base = natural["experiments"][abl["experiment"]]
+    for i, t in enumerate(abl["steps"]["values"]):
+        if t != int(t) or ablation_every(base, int(t)) > t:
+            raise _invalid(source, f"ablations.steps.values[{i}]", t, "a whole number of steps")
 
 
 def _check_own_features(exp: Mapping[str, Any], key: str, source: str) -> None:

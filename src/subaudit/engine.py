@@ -82,6 +82,7 @@ from tqdm.auto import tqdm
 
 from subaudit.schedule import checkpoints
 from subaudit.seeding import derive_seed
+from subaudit.settings import SWITCHES
 from subaudit.validation import (
     ParameterError,
     check_choice,
@@ -99,7 +100,9 @@ __all__ = [
     "DPConfig",
     "GradientCanary",
     "InputCanaries",
+    "INPUT_SCORES",
     "InputCanary",
+    "LogOddsDifference",
     "LogitDifference",
     "MLP",
     "OneHotCanaries",
@@ -249,6 +252,30 @@ class LogitDifference(Score):
             return (logit[:, 0::2] - logit[:, 1::2]).double()
 
         return score
+
+
+@dataclass(frozen=True)
+class LogOddsDifference(Score):
+    """``l_{y_z}(x_z) - l_{y_z'}(x_z')`` with ``l_y(x) = log p_y(x) - log(1 - p_y(x))`` the
+    log-odds of the softmax probability of the record's label: the paper's code's S3/S5
+    score (its text writes the raw logit difference, :class:`LogitDifference`)."""
+
+    def bind(self, canary: Canary, start: Sequence[torch.Tensor]):
+        rows = canary.input_rows()
+        if rows is None:
+            raise ParameterError("canary score", "log-odds difference", "a canary with input records")
+        x, y = rows[0].reshape(-1, rows[0].shape[-1]), rows[1].reshape(-1)
+
+        def score(params: Sequence[torch.Tensor]) -> torch.Tensor:
+            odds = _log_odds_at(params, x, y)                                  # (R, 2m)
+            return odds[:, 0::2] - odds[:, 1::2]
+
+        return score
+
+
+#: S3/S5 scores by name (params.yaml natural.input_score): the paper's text, the paper's code.
+INPUT_SCORES: dict[str, type[Score]] = dict(zip(SWITCHES["input_score"][1:],
+                                                (LogitDifference, LogOddsDifference)))
 
 
 @dataclass(frozen=True)
@@ -474,6 +501,9 @@ class DPConfig:
     betas: tuple[float, float] = (0.9, 0.999)
     eps: float = 1e-8
     expected_batch_size: float | None = None
+    #: Poisson rate of the canary records (None: ``sampling_rate``); the paper's code samples
+    #: its Purchase100 input canary at a rate of its own.
+    canary_sampling_rate: float | None = None
 
     def __post_init__(self) -> None:
         check_count(self.steps, "steps")
@@ -485,6 +515,8 @@ class DPConfig:
         check_choice(self.optimizer, "optimizer", OPTIMIZERS)
         if self.expected_batch_size is not None:
             check_positive(self.expected_batch_size, "expected_batch_size")
+        if self.canary_sampling_rate is not None:
+            check_sampling_rate(self.canary_sampling_rate, "canary_sampling_rate")
 
 
 @dataclass
@@ -506,8 +538,8 @@ class TrainResult:
 class RunStreams:
     """The three random streams of one run, derived only from ``(seed, run)``.
 
-    Per step the engine draws exactly ``rand(n_records)`` (float32; skipped at
-    q = 1, where every record is sampled) from ``mask`` and one ``normal_`` of
+    Per step the engine draws exactly ``rand(n_records)`` (float32; skipped when q and
+    the canary's rate are 1, where every record is sampled) from ``mask`` and one ``normal_`` of
     ``P`` values from ``noise`` (parameters in order, weight then bias per
     layer); ``init`` is used once.  Tests feed Opacus from the same streams.
 
@@ -741,6 +773,17 @@ def _logits_at(params: Sequence[torch.Tensor], x: torch.Tensor, y: torch.Tensor)
     return z.gather(2, y.view(1, -1, 1).expand(R, -1, 1)).squeeze(2)
 
 
+def _log_odds_at(params: Sequence[torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Log-odds ``log p_{y_i}(x_i) - log(1 - p_{y_i}(x_i))`` of a few rows for every run,
+    (R, rows), float64: the label's logit minus the log-sum-exp of the other logits."""
+    R = params[0].shape[0]
+    _, z = _forward(params, x.expand(R, *x.shape), shared=False)
+    z = z.double()
+    at = z.gather(2, y.view(1, -1, 1).expand(R, -1, 1)).squeeze(2)
+    others = z.scatter(2, y.view(1, -1, 1).expand(R, -1, 1), float("-inf"))
+    return at - torch.logsumexp(others, dim=2)
+
+
 def _accuracy(params: Sequence[torch.Tensor], test: Records, rows_per_pass: int) -> torch.Tensor:
     correct = torch.zeros(params[0].shape[0], dtype=torch.float64, device=params[0].device)
     for lo in range(0, test.x.shape[0], rows_per_pass):
@@ -776,7 +819,7 @@ def span_basis(model: MLP, data: Records, canary: Canary | None) -> torch.Tensor
     if canary is not None:
         score = canary.score
         if type(canary) not in (InputCanary, GradientCanary) or \
-                type(score) not in (LogitDifference, Projection):
+                type(score) not in (LogitDifference, LogOddsDifference, Projection):
             return None
         rows = canary.input_rows()
         flats = [] if canary.gradients() is None else [canary.gradients().reshape(-1, model.num_params)]
@@ -827,8 +870,8 @@ def choose_basis(basis: str, model: MLP, data: Records, canary: Canary | None, d
     span = None if dp.optimizer != "sgd" or needs_full else span_basis(model, data, canary)
     if basis == "span" and span is None:
         raise ParameterError("basis", basis, "'auto' or 'full' here ('span' needs a linear head "
-                             "trained with SGD, a canary of this module scored by LogitDifference "
-                             "or Projection, and no test, keep_params or observe)")
+                             "trained with SGD, a canary of this module scored by LogitDifference, "
+                             "LogOddsDifference or Projection, and no test, keep_params or observe)")
     if basis == "auto" and span is not None and span.shape[1] > _SPAN_BELOW * model.sizes[0]:
         return None
     return span
@@ -970,7 +1013,7 @@ def flat_params(params: Sequence[torch.Tensor]) -> torch.Tensor:
     return torch.cat([p.reshape(p.shape[0], -1) for p in params], dim=1)
 
 
-Observer = Callable[[int, list[torch.Tensor]], None]
+Observer = Callable[[int, list[torch.Tensor], list[torch.Tensor]], None]
 
 
 def _train_chunk(
@@ -1004,8 +1047,14 @@ def _train_chunk(
     scale = 1.0 / (dp.expected_batch_size or dp.sampling_rate * s.n_records)
     canary_g = _canary_gradients(s, bits, scale)
     noise = torch.empty(R, s.model.num_params, dtype=dt, device=dev)
-    # At q = 1 every record is in every batch: no uniforms are drawn.
-    uniforms = None if dp.sampling_rate == 1.0 else torch.empty(R, s.n_records, device=dev)
+    # At q = 1 every record is in every batch: no uniforms are drawn.  Canary records at a
+    # rate of their own compare their uniforms with that rate.
+    q_canary = dp.sampling_rate if dp.canary_sampling_rate is None else dp.canary_sampling_rate
+    uniforms = None if dp.sampling_rate == 1.0 == q_canary else torch.empty(R, s.n_records, device=dev)
+    rates: float | torch.Tensor = dp.sampling_rate
+    if q_canary != dp.sampling_rate:
+        rates = torch.full((s.n_records,), dp.sampling_rate, device=dev)
+        rates[s.n:] = q_canary
     all_in = torch.ones(R, s.n_records, dtype=torch.bool, device=dev)
     offsets = np.cumsum([0] + [math.prod(sh) for sh in s.model.shapes])
     scores = np.empty((len(steps_out), R, max(s.m, 1)))
@@ -1021,7 +1070,7 @@ def _train_chunk(
         if t == dp.steps:
             break
         draw_step(streams, uniforms, noise)
-        masks = all_in if uniforms is None else uniforms < dp.sampling_rate
+        masks = all_in if uniforms is None else uniforms < rates
         step_sum = _clipped_sum_sampled if s.batching == "sampled" else _clipped_sum
         # Gradients are divided by the expected batch size as they are made.
         step_sum(params, _make_batch(s, masks, bits, table), dp.clip, grads, scale)
@@ -1033,7 +1082,7 @@ def _train_chunk(
             grads[layer].view(R, -1).index_add_(1, cols, values * masks[:, s.n + i, None].to(dt))
         opt.step()
         if observe is not None:
-            observe(t + 1, [p[keep] for p in params])
+            observe(t + 1, [p[keep] for p in params], [g[keep] for g in grads])
         bar.update(len(keep))
     final = [p[keep].cpu().numpy() for p in params]
     return scores[:, real], accuracy[:, real], final
@@ -1120,12 +1169,12 @@ def train(
     ``score_every`` steps and after the last
     (:func:`subaudit.schedule.checkpoints`); test accuracy after each step count in
     ``accuracy_steps`` (0 = before training).  ``canary=None`` trains on the
-    data alone (scores are NaN).  ``observe(t, params)`` is called after every
-    step with the chunk's parameters.  Runs are processed in chunks that fit
-    ``memory_mb``; results do not depend on the chunking.  ``basis``: ``span`` trains a
-    linear head with SGD in the span of what it sees (:func:`span_basis`; the same score
-    distribution for less work), ``full`` in all d dimensions, ``auto`` the span where it
-    is allowed and has at most 0.8 d dimensions.
+    data alone (scores are NaN).  ``observe(t, params, grads)`` is called after
+    every step with the chunk's parameters and the privatised gradients of that step.
+    Runs are processed in chunks that fit ``memory_mb``; results do not depend on the
+    chunking.  ``basis``: ``span`` trains a linear head with SGD in the span of what it
+    sees (:func:`span_basis`; the same score distribution for less work), ``full`` in all
+    d dimensions, ``auto`` the span where it is allowed and has at most 0.8 d dimensions.
     """
     model = MLP(tuple(model.sizes))
     data.check(model, "data")

@@ -29,16 +29,21 @@ PLOT_KINDS: dict[str, str] = {
     "ratio-grid": "eps_S / eps_AR over a grid of q and sigma at one delta",
     "utility": "test accuracy over training with the target and with the canary",
     "one-run": "one-run audits beside the R-run audit, the ceiling and the accountants, per q",
+    "ablation": "audited epsilon per scenario and estimator against the training step, one panel "
+                "per value of the ablated knob (clip bound, steps, learning rate)",
+    "epsilon-vs-runs": "final-step audited epsilon against the number of runs R', with the "
+                       "finite-R and final-iterate ceilings and the accountants, per q",
 }
 
-#: What a figure reads: the S1 audit, the ratio grid, one experiment's audits, or the
-#: one-run audits (params.yaml ``one_run``).
-INPUTS = ("s1", "ratio_grid", "experiment", "one_run")
+#: What a figure reads: the S1 audit, the ratio grid, one experiment's audits, the
+#: one-run audits (params.yaml ``one_run``) or the ablations (params.yaml ``ablations``).
+INPUTS = ("s1", "ratio_grid", "experiment", "one_run", "ablation")
 
 
 @dataclass(frozen=True)
 class Figure:
-    """One figure: file stem, plot kind, inputs (and experiment), place in the paper."""
+    """One figure: file stem, plot kind, inputs (and experiment, or the ablated knob), place
+    in the paper."""
 
     name: str
     kind: str
@@ -47,12 +52,15 @@ class Figure:
     experiment: str | None = None
     iclr: str | None = None
     arxiv: str | None = None
+    knob: str | None = None
 
     def __post_init__(self) -> None:
         check_choice(self.kind, "figure kind", PLOT_KINDS)
         check_choice(self.inputs, "figure inputs", INPUTS)
         if (self.inputs == "experiment") != (self.experiment is not None):
             raise ValueError(f"figure {self.name}: an experiment exactly when inputs = experiment")
+        if (self.kind == "ablation") != (self.knob is not None):
+            raise ValueError(f"figure {self.name}: a knob exactly when kind = ablation")
 
     @property
     def paper(self) -> str:
@@ -78,6 +86,14 @@ FIGURES: dict[str, Figure] = {f.name: f for f in (
            caption="eps_S / eps_AR over q and sigma at the same delta"),
     Figure("figA6", "epsilon-vs-step", "experiment", experiment="text", iclr="Figure A6",
            arxiv="Figure A6", caption="natural-data audits S2-S5, fine-tuned text head"),
+    Figure("fig5", "epsilon-vs-runs", "ablation", iclr="Figure 4", arxiv="Figure 5",
+           caption="effect of the number of runs R on the audit, final step"),
+    Figure("figA2", "ablation", "ablation", knob="clip", iclr="Figure A2", arxiv="Figure A2",
+           caption="effect of the clip bound C on the audits S2-S5"),
+    Figure("figA3", "ablation", "ablation", knob="steps", iclr="Figure A3", arxiv="Figure A3",
+           caption="effect of the number of steps T at a fixed q and eps_S on the audits S2-S5"),
+    Figure("figA4", "ablation", "ablation", knob="lr", iclr="Figure A4", arxiv="Figure A4",
+           caption="effect of the learning rate on the audits S2-S5"),
     Figure("one-run", "one-run", "one_run",
            caption="one-run audits (m canaries, one training) beside R-run audits and the ceiling"),
 )}
@@ -93,8 +109,9 @@ def experiment_figure(experiment: str) -> Figure:
 
 
 def figures_for(experiments: Iterable[str]) -> list[Figure]:
-    """The figures of a configuration: S1 and the ratio grid, each experiment's
-    epsilon-vs-step figure, and the registered figures of its experiments, by name."""
+    """The figures of a configuration: S1, the ratio grid, the one-run audits and the
+    ablations, each experiment's epsilon-vs-step figure, and the registered figures of its
+    experiments, by name."""
     names = list(experiments)
     out = {f.name: f for f in FIGURES.values() if f.experiment is None or f.experiment in names}
     for exp in names:

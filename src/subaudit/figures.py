@@ -20,7 +20,7 @@ import seaborn as sns  # noqa: E402
 from subaudit.io import atomic_path  # noqa: E402
 from subaudit.estimation import ESTIMATORS  # noqa: E402
 from subaudit.scenarios import SCENARIOS  # noqa: E402
-from subaudit.tables import CEILING, EPS_AR, EPS_GROUP, EPS_S  # noqa: E402
+from subaudit.tables import CEILING, EPS_AR, EPS_GROUP, EPS_S, FINITE_R  # noqa: E402
 
 _ACCOUNTING_STYLE = {
     EPS_S: dict(color="#1f77b4", linestyle="-", marker="o"),
@@ -130,25 +130,35 @@ def save(fig: plt.Figure, png: str | Path, pdf: str | Path, paper: str = "") -> 
     plt.close(fig)
 
 
-def epsilon_vs_step(table: pd.DataFrame, title: str) -> plt.Figure:
-    """Natural-data audit figure (Figs 3, A6, 4): epsilon against step, one panel per q.
+#: How a panel's knob is written in a panel title.
+PANEL_LABELS = {"q": "q", "clip": "C", "steps": "T", "lr": "η"}
+
+
+def _panel_values(table: pd.DataFrame, panel: str) -> list:
+    """Panel values in reading order: q from 1 down, an ablated knob upwards."""
+    return sorted(table[panel].unique(), reverse=panel == "q")
+
+
+def epsilon_vs_step(table: pd.DataFrame, title: str, panel: str = "q") -> plt.Figure:
+    """Natural-data audit figure (Figs 3, A6, 4; an ablation, Figs A2-A4, with ``panel`` the
+    ablated knob): epsilon against step, one panel per value of ``panel``.
 
     Accountant lines (eps_S substitute, eps_AR add/remove) and, per scenario and
     estimator, the mean audited epsilon over repeats with a band of +-2 s.e.
     """
     _theme()
-    qs = sorted(table["q"].unique(), reverse=True)
-    fig, axes = plt.subplots(1, len(qs), figsize=(max(4.6 * len(qs), _MIN_WIDTH), 4.4), squeeze=False,
-                             sharey=True, layout="constrained")
+    values = _panel_values(table, panel)
+    fig, axes = plt.subplots(1, len(values), figsize=(max(4.6 * len(values), _MIN_WIDTH), 4.4),
+                             squeeze=False, sharey=True, layout="constrained")
     n_rep = int(table["n_repeats"].max())
-    for ax, q in zip(axes[0], qs):
-        sub = table[table["q"] == q]
+    for ax, value in zip(axes[0], values):
+        sub = table[table[panel] == value]
         for series, style in _ACCOUNTING_STYLE.items():
             d = sub[sub["series"] == series].sort_values("step")
             if len(d):
                 ax.plot(d["step"], d["epsilon"], label=series, color="black",
                         linestyle=style["linestyle"], linewidth=1.4)
-        audits = sub[sub["scenario"] != ""]
+        audits = sub[sub["scenario"].fillna("") != ""]
         for (scenario, series, estimator), d in audits.groupby(["scenario", "series", "estimator"]):
             d = d.sort_values("step")
             color = SCENARIOS[scenario].color if scenario in SCENARIOS else "grey"
@@ -159,14 +169,68 @@ def epsilon_vs_step(table: pd.DataFrame, title: str) -> plt.Figure:
             ax.fill_between(d["step"], d["epsilon"] - band, d["epsilon"] + band, color=color,
                             alpha=0.15, linewidth=0)
         sigma, delta = float(sub["sigma"].iloc[0]), float(sub["delta"].iloc[0])
-        ax.set_title(f"q = {q:g}  (σ = {sigma:.3g}, δ = {delta:g})")
+        head = f"q = {value:g}" if panel == "q" else \
+            f"{PANEL_LABELS[panel]} = {value:g}  (q = {float(sub['q'].iloc[0]):g})"
+        ax.set_title(f"{head}  (σ = {sigma:.3g}, δ = {delta:g})")
         ax.set_xlabel("training step t")
         ax.set_ylabel("ε at δ (privacy loss, nats)")
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=2, frameon=False,
                fontsize="small")
-    fig.suptitle(f"{title}\naudits under substitute adjacency; bands: ±2 standard errors over "
-                 f"{n_rep} repeats")
+    bands = (f"bands: ±2 standard errors over {n_rep} repeats" if n_rep > 1
+             else "one repeat per audit: no error band")
+    fig.suptitle(f"{title}\naudits under substitute adjacency; {bands}")
+    return fig
+
+
+def epsilon_vs_runs(table: pd.DataFrame, title: str) -> plt.Figure:
+    """Fig 5: final-step epsilon against the number of runs R', one panel per q, with the
+    accountants, the final-iterate ceiling and each estimator's finite-R ceiling."""
+    _theme()
+    qs = _panel_values(table, "q")
+    fig, axes = plt.subplots(1, len(qs), figsize=(max(4.6 * len(qs), _MIN_WIDTH), 4.6),
+                             squeeze=False, sharey=True, layout="constrained")
+    n_rep = int(table["n_repeats"].max())
+    # The finite-R ceilings can sit far above everything else: the axis shows the audits,
+    # the accountants and the final-iterate ceiling, and a ceiling above it leaves the top.
+    shown = table[~table["series"].str.startswith(FINITE_R.split("(")[0])]
+    top = 1.2 * float((shown["epsilon"] + 2 * shown["se"].fillna(0.0)).max())
+    for ax, q in zip(axes[0], qs):
+        sub = table[table["q"] == q]
+        refs = sub[sub["scenario"].fillna("") == ""]
+        for series, d in refs.groupby("series", sort=False):
+            d = d.sort_values("runs")
+            if series in _ACCOUNTING_STYLE:
+                style = dict(color="black", linestyle=_ACCOUNTING_STYLE[series]["linestyle"])
+            elif series.startswith(CEILING.split("(")[0]):
+                style = dict(_CEILING_STYLE, marker=None)
+            else:
+                est = d["estimator"].iloc[0]
+                style = dict(color="grey", linewidth=1.0, linestyle=ESTIMATORS[est].linestyle
+                             if est in ESTIMATORS else "-.")
+            ax.plot(d["runs"], d["epsilon"], label=series, **style)
+        audits = sub[sub["scenario"].fillna("") != ""]
+        for (scenario, series, estimator), d in audits.groupby(["scenario", "series", "estimator"]):
+            d = d.sort_values("runs")
+            ax.errorbar(d["runs"], d["epsilon"], yerr=2 * d["se"].fillna(0.0), capsize=3,
+                        color=SCENARIOS[scenario].color if scenario in SCENARIOS else "grey",
+                        linestyle=ESTIMATORS[estimator].linestyle if estimator in ESTIMATORS else "-.",
+                        marker="o", markersize=4, label=f"{series} ({_estimator_label(estimator)})")
+        ax.set_xscale("log")
+        ax.set_ylim(0, top)
+        ticks = sorted(sub["runs"].unique())
+        ax.set_xticks(ticks, [f"{int(t):,}" for t in ticks])
+        ax.minorticks_off()
+        sigma, step = float(sub["sigma"].iloc[0]), int(sub["step"].iloc[0])
+        ax.set_title(f"q = {q:g}  (σ = {sigma:.3g}, final step T = {step})")
+        ax.set_xlabel("runs R' (half with z, half with z')")
+        ax.set_ylabel("ε at δ (privacy loss, nats)")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=2, frameon=False, fontsize="small")
+    bars = (f"error bars: ±2 standard errors over {n_rep} repeats" if n_rep > 1
+            else "one repeat: no error bars")
+    fig.suptitle(f"{title}\nthe first R' runs of each audit, substitute adjacency; {bars}; "
+                 "a finite-R ceiling above the axis is off the top")
     return fig
 
 
@@ -233,6 +297,8 @@ def one_run(table: pd.DataFrame, title: str) -> plt.Figure:
 
 #: Renderers by plot kind (subaudit.figure_registry.PLOT_KINDS).
 PLOTS = {"epsilon-vs-target": epsilon_vs_target, "epsilon-vs-step": epsilon_vs_step,
-         "ratio-grid": ratio_grid, "utility": utility, "one-run": one_run}
+         "ratio-grid": ratio_grid, "utility": utility, "one-run": one_run,
+         "ablation": epsilon_vs_step, "epsilon-vs-runs": epsilon_vs_runs}
 
-__all__ = ["PLOTS", "epsilon_vs_step", "epsilon_vs_target", "one_run", "ratio_grid", "save", "utility"]
+__all__ = ["PANEL_LABELS", "PLOTS", "epsilon_vs_runs", "epsilon_vs_step", "epsilon_vs_target",
+           "one_run", "ratio_grid", "save", "utility"]

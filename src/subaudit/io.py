@@ -65,6 +65,11 @@ def _write_text(path: str | Path, writer: Callable[[IO[str]], None]) -> None:
         os.fsync(fh.fileno())
 
 
+def write_text(path: str | Path, text: str) -> None:
+    """Write a text file (a report) atomically, synced before it appears."""
+    _write_text(path, lambda fh: fh.write(text))
+
+
 def json_safe(value: Any) -> Any:
     """``value`` with non-finite floats (NaN, +-inf) replaced by None, recursively.
 

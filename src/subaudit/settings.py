@@ -11,7 +11,10 @@ exactly that subset as a *key* such as ``q1_C2_T100_k10_lr0.001_eps4_rep0``, so 
 that varies one knob reuses every artifact that does not depend on it: another C retrains
 the shards but keeps the reference model and the S3-S5 canaries, another R keeps every
 shard already trained (a run's numbers depend on its index, not on R).  Paths are written
-once, in :data:`PATHS`; :func:`key` and :func:`parse_key` are inverse.
+once, in :data:`PATHS`; :func:`key` and :func:`parse_key` are inverse.  The paper's ablations
+(:func:`ablation_settings`) are settings like any variation; the reproduction switches
+(:data:`SWITCHES`) choose between the paper's text and its code, and a per-q reference model
+adds q to the reference's knobs (:func:`depends`).
 
 Seeds are derived in one function, :func:`seed`, from the root seed and the keys of
 :data:`SEED_KEYS`.  A run's randomness depends on (experiment, scenario, q, repeat, run)
@@ -30,8 +33,10 @@ from typing import Any
 from subaudit.seeding import derive_seed
 from subaudit.validation import ParameterError
 
-__all__ = ["DEPENDS", "KNOBS", "PATHS", "SEED_KEYS", "VARIABLE", "Setting", "canary_knobs", "fmt",
-           "grid", "key", "parse_key", "path", "seed", "settings_from_config"]
+__all__ = ["ABLATED", "DEPENDS", "KNOBS", "PATHS", "REFERENCES", "SEED_KEYS", "SWITCHES",
+           "VARIABLE", "Setting", "ablation_every", "ablation_settings", "canary_knobs", "depends",
+           "expand", "fmt", "grid", "key", "parse_key", "path", "seed", "settings_from_config",
+           "switch_settings"]
 
 
 def fmt(x: float | int) -> str:
@@ -86,10 +91,49 @@ PATHS: dict[str, str] = {
 _EMPTY_KEY = "any"
 
 
-def canary_knobs(per_q: bool, needs_reference: bool) -> tuple[str, ...]:
+#: Reproduction switches of params.yaml ``natural``: where the paper's code differs from its
+#: text, key -> (what it chooses, the text's choice (default), the code's choice).
+SWITCHES: dict[str, tuple[str, str, str]] = {
+    "input_score": ("S3/S5 score", "logit-difference", "log-odds"),
+    "s2_coordinate": ("S2 coordinate", "least-update", "gradient-rms"),
+    "reference": ("reference model", "full-batch", "per-q"),
+}
+
+
+def switch_settings(natural: Mapping[str, Any]) -> dict[str, str]:
+    """What each reproduction switch is set to, and whose choice that is, for a report; with
+    each experiment's S5 pool and input-canary rate."""
+    out = {}
+    for key, (what, text, code) in SWITCHES.items():
+        whose = {text: "the paper's text", code: "the paper's code"}.get(natural[key], "neither")
+        out[f"{what} (natural.{key})"] = f"{natural[key]} ({whose})"
+    for name, exp in natural["experiments"].items():
+        out[f"S5 pool, {name} (s5_pool)"] = str(exp.get("s5_pool", f"all {exp['n_aux']} auxiliary records"))
+        out[f"input canary rate, {name} (canary_sampling_rate)"] = str(
+            exp.get("canary_sampling_rate", "the data's q"))
+    return out
+
+
+#: Reference models (params.yaml natural.reference): one full-batch model per (T, k, lr), or,
+#: as the paper's code, one minibatch model per q, so the reference, the target and the
+#: canaries crafted on them depend on q too.
+REFERENCES = SWITCHES["reference"][1:]
+
+
+def depends(artifact: str, reference: str = "full-batch") -> tuple[str, ...]:
+    """Knobs ``artifact`` depends on (:data:`DEPENDS`) under the ``reference`` choice."""
+    if reference not in REFERENCES:
+        raise ParameterError("reference", reference, "one of " + ", ".join(REFERENCES))
+    knobs = DEPENDS[artifact]
+    if reference == "per-q" and artifact in ("reference", "target"):
+        return tuple(k for k in KNOBS if k in knobs or k == "q")
+    return knobs
+
+
+def canary_knobs(per_q: bool, needs_reference: bool, reference: str = "full-batch") -> tuple[str, ...]:
     """Knobs a scenario's canary depends on: its own crafting run (per q) and the reference."""
     own = ("q", "clip", "steps", "lr") if per_q else ()
-    ref = DEPENDS["reference"] if needs_reference else ()
+    ref = depends("reference", reference) if needs_reference else ()
     return tuple(k for k in KNOBS if k in own or k in ref)
 
 
@@ -156,9 +200,11 @@ class Setting:
     runs: int
     repeat: int
 
-    def key(self, artifact: str, knobs: Sequence[str] | None = None) -> str:
-        """Key of one of this setting's artifacts (``knobs`` for a canary)."""
-        return key(DEPENDS[artifact] if knobs is None else knobs, asdict(self))
+    def key(self, artifact: str, knobs: Sequence[str] | None = None,
+            reference: str = "full-batch") -> str:
+        """Key of one of this setting's artifacts (``knobs`` for a canary) under the
+        ``reference`` choice."""
+        return key(depends(artifact, reference) if knobs is None else knobs, asdict(self))
 
 
 #: Knobs of a setting that a variation may override, with the experiment key they replace.
@@ -172,24 +218,35 @@ def grid(experiments: Mapping[str, Mapping[str, Any]], scenarios: Sequence[str],
     """The audit settings: the base grid, then each declared variation, de-duplicated.
 
     The base grid is every experiment x scenario x its sampling rates x repeat.  A
-    variation overrides knobs with lists of values (``sampling_rates``, ``clip``,
-    ``steps``, ``every``, ``lr``, ``target_epsilon``, ``runs``) for some
+    variation (:func:`expand`) overrides knobs with lists of values for some
     ``experiments`` and ``scenarios`` (default: all) and adds the product.
     """
     out: dict[Setting, None] = {}
     for var in [{}, *variations]:
-        for exp in var.get("experiments", list(experiments)):
-            if exp not in experiments:
-                raise ParameterError("variations.experiments", exp,
-                                     "one of " + ", ".join(experiments))
-            base = {**experiments[exp], "target_epsilon": target_epsilon, "runs": runs}
-            lists = {name: list(var.get(src, base[src] if name == "q" else [base[src]]))
-                     for name, src in VARIABLE.items()}
-            for scenario in var.get("scenarios", scenarios):
-                for combo in itertools.product(*lists.values(), range(repeats)):
-                    knobs = dict(zip([*lists, "repeat"], combo))
-                    out[Setting(experiment=exp, scenario=scenario, **_typed(knobs))] = None
+        out.update(dict.fromkeys(expand(experiments, scenarios, var, target_epsilon=target_epsilon,
+                                        runs=runs, repeats=repeats)))
     return list(out)
+
+
+def expand(experiments: Mapping[str, Mapping[str, Any]], scenarios: Sequence[str],
+           variation: Mapping[str, Any], *, target_epsilon: float, runs: int,
+           repeats: int) -> list[Setting]:
+    """The settings of one variation: the product of its knob lists (``sampling_rates``,
+    ``clip``, ``steps``, ``every``, ``lr``, ``target_epsilon``, ``runs``; the experiment's
+    value where it gives none) over its ``experiments``, ``scenarios`` and ``repeats``
+    (default: all experiments, ``scenarios``, ``repeats``)."""
+    out: list[Setting] = []
+    for exp in variation.get("experiments", list(experiments)):
+        if exp not in experiments:
+            raise ParameterError("variations.experiments", exp, "one of " + ", ".join(experiments))
+        base = {**experiments[exp], "target_epsilon": target_epsilon, "runs": runs}
+        lists = {name: list(variation.get(src, base[src] if name == "q" else [base[src]]))
+                 for name, src in VARIABLE.items()}
+        for scenario in variation.get("scenarios", scenarios):
+            for combo in itertools.product(*lists.values(), range(variation.get("repeats", repeats))):
+                knobs = dict(zip([*lists, "repeat"], combo))
+                out.append(Setting(experiment=exp, scenario=scenario, **_typed(knobs)))
+    return out
 
 
 def _typed(knobs: Mapping[str, Any]) -> dict[str, Any]:
@@ -202,6 +259,38 @@ def settings_from_config(natural: Mapping[str, Any]) -> list[Setting]:
     return grid(natural["experiments"], natural["scenarios"],
                 target_epsilon=natural["target_epsilon"], runs=natural["runs"],
                 repeats=natural["repeats"], variations=natural.get("variations", ()))
+
+
+#: The knobs an ablation figure varies (params.yaml ``ablations``; paper Figs A2-A4).
+ABLATED = ("clip", "steps", "lr")
+
+
+def ablation_every(experiment: Mapping[str, Any], steps: int) -> int:
+    """The scoring interval k at T = ``steps``: the experiment's k scaled with T (the paper
+    scores T = 500 every 25 steps and T = 2,500 every 125), at least 1."""
+    return max(1, int(steps) * int(experiment["every"]) // int(experiment["steps"]))
+
+
+def ablation_settings(natural: Mapping[str, Any], ablations: Mapping[str, Any],
+                      knob: str) -> list[Setting]:
+    """The settings of one ablation figure: the ablated experiment at the ablation's q, each
+    value of ``knob`` (and, for T, its scaled k), every scenario, ``ablations.repeats``
+    repeats; everything else as the base audit, so the base value reuses the base audit."""
+    if knob not in ABLATED:
+        raise ParameterError("ablation knob", knob, "one of " + ", ".join(ABLATED))
+    exp = ablations["experiment"]
+    spec = ablations[knob]
+    base = natural["experiments"][exp]
+    out: list[Setting] = []
+    for value in spec["values"]:
+        variation: dict[str, Any] = {"experiments": [exp], "sampling_rates": [spec["q"]],
+                                     knob: [value], "repeats": ablations["repeats"]}
+        if knob == "steps":
+            variation["every"] = [ablation_every(base, value)]
+        out += expand(natural["experiments"], natural["scenarios"], variation,
+                      target_epsilon=natural["target_epsilon"], runs=natural["runs"],
+                      repeats=ablations["repeats"])
+    return out
 
 
 # --------------------------------------------------------------------------- seeds

@@ -14,7 +14,7 @@ import pandas as pd
 
 from subaudit import accounting
 from subaudit.ceilings import final_iterate_epsilon
-from subaudit.estimation import estimate_over_steps
+from subaudit.estimation import estimate_epsilon, estimate_over_steps, finite_r_ceiling
 from subaudit.scenarios import SCENARIOS
 
 # Series names used in tables and legends.
@@ -22,6 +22,7 @@ EPS_S = "eps_S (accounting)"
 EPS_GROUP = "eps_S (group privacy)"
 EPS_AR = "eps_AR (accounting)"
 CEILING = "final-iterate ceiling ({adjacency})"
+FINITE_R = "finite-R ceiling ({estimator} estimator)"
 
 
 def s1_calibration(target_epsilon: float, q: float, steps: int, delta: float) -> dict[str, Any]:
@@ -132,32 +133,83 @@ def step_accounting(sigma: float, q: float, steps: Sequence[int], delta: float) 
                          "eps_add_remove": [e.epsilon for e in ar]})
 
 
-def natural_table(step_acc: pd.DataFrame, estimates: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
-    """Tidy table of a natural-data figure: accountants and audits per (q, step).
+def natural_table(step_acc: pd.DataFrame, estimates: Iterable[Mapping[str, Any]],
+                  panel: str = "q") -> pd.DataFrame:
+    """Tidy table of a natural-data figure: accountants and audits per (panel, step).
 
-    ``estimates`` are records with keys scenario, q, repeat, step, estimator,
-    epsilon.  Audits are the mean over repeats with ``se`` the standard error
-    of that mean (sample sd / sqrt(n)); figures draw +-2 se.
+    ``estimates`` are records with keys scenario, q, repeat, step, estimator, epsilon
+    and the ``panel`` knob (q for Figs 3, A6, 4; clip, steps or lr for an ablation, whose
+    ``step_acc`` then carries that column too).  Audits are the mean over repeats with
+    ``se`` the standard error of that mean (sample sd / sqrt(n)); figures draw +-2 se.
     """
+    acc_rows = step_acc.to_dict("records")
     rows = []
-    for rec in step_acc.itertuples(index=False):
-        for series, value in ((EPS_S, rec.eps_substitute), (EPS_AR, rec.eps_add_remove)):
-            rows.append({"q": rec.q, "step": rec.step, "series": series, "scenario": "",
-                         "estimator": "", "epsilon": value, "se": 0.0, "n_repeats": 0,
-                         "sigma": rec.sigma, "delta": rec.delta})
+    for rec in acc_rows:
+        for series, value in ((EPS_S, rec["eps_substitute"]), (EPS_AR, rec["eps_add_remove"])):
+            rows.append({panel: rec[panel], "q": rec["q"], "step": rec["step"], "series": series,
+                         "scenario": "", "estimator": "", "epsilon": value, "se": 0.0,
+                         "n_repeats": 0, "sigma": rec["sigma"], "delta": rec["delta"]})
     est = pd.DataFrame(list(estimates))
     if not est.empty:
-        summary = mean_se(est, ["q", "step", "scenario", "estimator"], "epsilon")
-        for rec in summary.itertuples(index=False):
-            acc = step_acc[(step_acc.q == rec.q) & (step_acc.step == rec.step)].iloc[0]
-            rows.append({
-                "q": rec.q, "step": rec.step, "scenario": rec.scenario,
-                "series": SCENARIOS[rec.scenario].title,
-                "estimator": rec.estimator, "epsilon": rec.mean,
-                "se": rec.se,
-                "n_repeats": int(rec.count), "sigma": acc.sigma, "delta": acc.delta})
+        lookup = {(r[panel], r["step"]): r for r in acc_rows}
+        summary = mean_se(est, [panel, "step", "scenario", "estimator"], "epsilon")
+        for rec in summary.to_dict("records"):
+            acc = lookup[(rec[panel], rec["step"])]
+            rows.append({panel: rec[panel], "q": acc["q"], "step": rec["step"],
+                         "scenario": rec["scenario"], "series": SCENARIOS[rec["scenario"]].title,
+                         "estimator": rec["estimator"], "epsilon": rec["mean"], "se": rec["se"],
+                         "n_repeats": int(rec["count"]), "sigma": acc["sigma"],
+                         "delta": acc["delta"]})
     table = pd.DataFrame(rows)
-    return table.sort_values(["q", "series", "estimator", "step"], ascending=[False, True, True, True],
+    return table.sort_values([panel, "series", "estimator", "step"],
+                             ascending=[panel != "q", True, True, True], ignore_index=True)
+
+
+def runs_table(final_acc: pd.DataFrame, audits: Iterable[Mapping[str, Any]],
+               runs: Sequence[int], delta: float, alpha: float,
+               estimators: Sequence[str]) -> pd.DataFrame:
+    """Tidy table of Fig 5: final-step epsilon against R' per (q, scenario, estimator).
+
+    ``audits`` are records with q, scenario, repeat and ``scores`` (final step, runs in
+    index order, so the first R' runs hold R'/2 runs per world) and ``bits``; each audit
+    is estimated on its first R' runs (a run's numbers do not depend on R, so this is the
+    audit an R'-run budget gives).  Beside them, per q: eps_S, eps_AR and the final-iterate
+    ceiling (substitute) of ``final_acc`` (the accountants at the final step), and per R'
+    the finite-R ceiling of each estimator (:func:`subaudit.estimation.finite_r_ceiling`).
+    """
+    rows = []
+    for acc in final_acc.to_dict("records"):
+        base = {"q": acc["q"], "step": acc["step"], "sigma": acc["sigma"], "delta": delta}
+        ceiling = final_iterate_epsilon(acc["sigma"], acc["q"], int(acc["step"]), delta, "substitute")
+        for r in runs:
+            for series, value in ((EPS_S, acc["eps_substitute"]), (EPS_AR, acc["eps_add_remove"]),
+                                  (CEILING.format(adjacency="substitute"), ceiling)):
+                rows.append({**base, "runs": int(r), "series": series, "scenario": "",
+                             "estimator": "", "epsilon": value, "se": 0.0, "n_repeats": 0})
+            for name in estimators:
+                rows.append({**base, "runs": int(r), "series": FINITE_R.format(estimator=name),
+                             "scenario": "", "estimator": name,
+                             "epsilon": finite_r_ceiling(r // 2, r - r // 2, delta, alpha, name),
+                             "se": 0.0, "n_repeats": 0})
+    records = []
+    for audit in audits:
+        for r in runs:
+            scores, bits = np.asarray(audit["scores"])[:r], np.asarray(audit["bits"])[:r]
+            for name in estimators:
+                est = estimate_epsilon(scores, bits, delta, alpha, name)
+                records.append({"q": audit["q"], "scenario": audit["scenario"], "runs": int(r),
+                                "estimator": name, "epsilon": est.epsilon})
+    if records:
+        summary = mean_se(pd.DataFrame(records), ["q", "scenario", "runs", "estimator"], "epsilon")
+        acc_by_q = {a["q"]: a for a in final_acc.to_dict("records")}
+        for rec in summary.to_dict("records"):
+            acc = acc_by_q[rec["q"]]
+            rows.append({"q": rec["q"], "step": acc["step"], "sigma": acc["sigma"], "delta": delta,
+                         "runs": rec["runs"], "series": SCENARIOS[rec["scenario"]].title,
+                         "scenario": rec["scenario"], "estimator": rec["estimator"],
+                         "epsilon": rec["mean"], "se": rec["se"], "n_repeats": int(rec["count"])})
+    table = pd.DataFrame(rows)
+    return table.sort_values(["q", "series", "estimator", "runs"], ascending=[False, True, True, True],
                              ignore_index=True)
 
 

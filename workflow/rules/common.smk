@@ -6,8 +6,9 @@
 
 from subaudit import own_features
 from subaudit import settings as S
-from subaudit.figure_registry import figures_for
+from subaudit.figure_registry import experiment_figure, figures_for
 from subaudit.data import SOURCES
+from subaudit.estimation import ESTIMATORS
 from subaudit.one_run_audit import CANARY_KINDS
 from subaudit.scenarios import SCENARIOS
 from subaudit.schedule import checkpoints
@@ -30,6 +31,8 @@ S1 = config["s1"]
 GRID = config["ratio_grid"]
 NAT = config["natural"]
 EXPERIMENTS = NAT["experiments"]
+# The reference model: full-batch, or per q as the paper's code (subaudit.settings.depends).
+REF = NAT["reference"]
 
 # What S1 files of one q exist: a calibration per target, scores and estimates per repeat.
 _S1_FILES = {
@@ -93,7 +96,7 @@ def seed(purpose):
 def artifact(name, wc, knobs=None, **extra):
     """Path of an upstream artifact of the same setting as the job's wildcards."""
     v = values(wc)
-    knobs = S.DEPENDS[name] if knobs is None else knobs
+    knobs = S.depends(name, REF) if knobs is None else knobs
     fields = {"exp": v.get("experiment"), "scenario": v.get("scenario"), **extra}
     return S.path(name, key=S.key(knobs, v), **fields)
 
@@ -101,7 +104,7 @@ def artifact(name, wc, knobs=None, **extra):
 def setting_path(name, setting, **extra):
     """Path of one artifact of a Setting."""
     return S.path(name, exp=setting.experiment, scenario=setting.scenario,
-                  key=setting.key(name), **extra)
+                  key=setting.key(name, reference=REF), **extra)
 
 
 # Experiments on a user's own features file, and on a packaged or downloaded source.
@@ -142,6 +145,18 @@ def nat_shards(runs):
 # --------------------------------------------------------------------------- input functions
 
 
+def crafting_options(exp, scenario):
+    """A scenario's crafting options: from its experiment, else from natural (absent: None)."""
+    return {k: EXPERIMENTS[exp].get(k, NAT.get(k)) for k in SCENARIOS[scenario].options}
+
+
+def canary_rate(wc):
+    """The input canary's own Poisson rate (experiment canary_sampling_rate; None: the data's q)."""
+    if wc.scenario not in SCENARIOS or not SCENARIOS[wc.scenario].removes_target:
+        return None
+    return EXPERIMENTS[wc.exp].get("canary_sampling_rate")
+
+
 def craft_inputs(wc):
     """Features, and the reference model and target for scenarios that need them."""
     out = {"features": S.path("features", exp=wc.exp)}
@@ -156,7 +171,7 @@ def training_inputs(wc):
     when the scenario's canary replaces it in D."""
     out = {
         "features": S.path("features", exp=wc.exp),
-        "canary": artifact("canary", wc, SCENARIOS[wc.scenario].canary_knobs),
+        "canary": artifact("canary", wc, SCENARIOS[wc.scenario].canary_knobs(REF)),
         "calibration": artifact("calibration", wc),
     }
     if SCENARIOS[wc.scenario].removes_target:
@@ -167,6 +182,21 @@ def training_inputs(wc):
 def experiment_settings(name):
     """The base-grid settings of the experiment a figure shows."""
     return [s for s in BASE if s.experiment == FIGS[name].experiment]
+
+
+# Ablations (params.yaml ablations): the settings of each ablation figure, by ablated knob.
+ABL = config["ablations"]
+ABLATIONS = {k: S.ablation_settings(NAT, ABL, k) for k in S.ABLATED}
+
+
+def ablation_calibrations(knob):
+    """Each value of an ablated knob with the calibration file of its settings."""
+    return {getattr(s, knob): setting_path("calibration", s) for s in ABLATIONS[knob]}
+
+
+def runs_settings():
+    """Fig 5's audits: the base settings of the ablated experiment (every q and repeat)."""
+    return [s for s in BASE if s.experiment == ABL["experiment"]]
 
 
 def utility_settings(name):
@@ -188,6 +218,17 @@ def figs(kind):
 
 
 FIGURES = expand("results/figures/{name}.{ext}", name=list(FIGS), ext=["png", "pdf", "csv"])
+REPORT = ["results/report.md", "results/report.html", "results/report.json"]
+
+
+def report_figures():
+    """Name, kind, caption, paper number and panel knob of each figure, for the report."""
+    return [{"name": f.name, "kind": f.kind, "caption": f.caption, "paper": f.paper,
+             "panel": f.knob or "q"} for f in FIGS.values()]
+
+
+# The estimator the report's verdicts use: the first valid one of estimators.
+REPORT_ESTIMATOR = next(e for e in config["estimators"] if ESTIMATORS[e].valid)
 # Audits of the declared variations (not in a paper figure): their estimates.
 VARIATION_ESTIMATES = [setting_path("estimates", s) for s in SETTINGS if s not in set(BASE)]
 

@@ -6,6 +6,8 @@ localrules:
     ratio_grid,
     epsilon_vs_step,
     utility_figure,
+    ablation_figure,
+    runs_figure,
 
 
 rule epsilon_vs_target:
@@ -14,7 +16,7 @@ rule epsilon_vs_target:
         calibrations=s1_all("calibration"),
         estimates=s1_all("estimates"),
     output:
-        png="results/figures/{name}.png",
+        png=report("results/figures/{name}.png", caption="../report/figure.rst", category="Figures"),
         pdf="results/figures/{name}.pdf",
         csv="results/figures/{name}.csv",
     wildcard_constraints:
@@ -38,7 +40,7 @@ rule ratio_grid:
     input:
         [f"results/accounting/ratio_grid/q{fmt(q)}.csv" for q in GRID["sampling_rates"]],
     output:
-        png="results/figures/{name}.png",
+        png=report("results/figures/{name}.png", caption="../report/figure.rst", category="Figures"),
         pdf="results/figures/{name}.pdf",
         csv="results/figures/{name}.csv",
     wildcard_constraints:
@@ -63,7 +65,7 @@ rule epsilon_vs_step:
             setting_path("calibration", s) for s in experiment_settings(wc.name))),
         estimates=lambda wc: [setting_path("estimates", s) for s in experiment_settings(wc.name)],
     output:
-        png="results/figures/{name}.png",
+        png=report("results/figures/{name}.png", caption="../report/figure.rst", category="Figures"),
         pdf="results/figures/{name}.pdf",
         csv="results/figures/{name}.csv",
     wildcard_constraints:
@@ -90,7 +92,7 @@ rule utility_figure:
     input:
         lambda wc: [setting_path("utility", s) for s in utility_settings(wc.name)],
     output:
-        png="results/figures/{name}.png",
+        png=report("results/figures/{name}.png", caption="../report/figure.rst", category="Figures"),
         pdf="results/figures/{name}.pdf",
         csv="results/figures/{name}.csv",
     wildcard_constraints:
@@ -109,3 +111,64 @@ rule utility_figure:
         "../envs/subaudit.yaml"
     script:
         "../scripts/utility_figure.py"
+
+
+rule ablation_figure:
+    """Figs A2-A4: epsilon against step for S2-S5, one panel per value of the ablated knob."""
+    input:
+        calibrations=lambda wc: sorted(set(ablation_calibrations(FIGS[wc.name].knob).values())),
+        estimates=lambda wc: [setting_path("estimates", s) for s in ABLATIONS[FIGS[wc.name].knob]],
+    output:
+        png=report("results/figures/{name}.png", caption="../report/figure.rst", category="Figures"),
+        pdf="results/figures/{name}.pdf",
+        csv="results/figures/{name}.csv",
+    wildcard_constraints:
+        name=figs("ablation"),
+    params:
+        knob=lambda wc: FIGS[wc.name].knob,
+        calibrations=lambda wc: ablation_calibrations(FIGS[wc.name].knob),
+        experiment=ABL["experiment"],
+        source=EXPERIMENTS[ABL["experiment"]]["source"],
+        backbone=EXPERIMENTS[ABL["experiment"]]["backbone"],
+        caption=lambda wc: FIGS[wc.name].caption,
+        paper=lambda wc: FIGS[wc.name].paper,
+    log:
+        "logs/figures/{name}.log",
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    conda:
+        "../envs/subaudit.yaml"
+    script:
+        "../scripts/ablation_figure.py"
+
+
+rule runs_figure:
+    """Fig 5: final-step epsilon against R', the first R' runs of each base audit."""
+    input:
+        calibrations=lambda wc: sorted({setting_path("calibration", s) for s in runs_settings()}),
+        scores=lambda wc: [setting_path("scores", s) for s in runs_settings()],
+    output:
+        png=report("results/figures/{name}.png", caption="../report/figure.rst", category="Figures"),
+        pdf="results/figures/{name}.pdf",
+        csv="results/figures/{name}.csv",
+    wildcard_constraints:
+        name=figs("epsilon-vs-runs"),
+    params:
+        runs=ABL["runs"],
+        delta=config["delta"],
+        alpha=config["alpha"],
+        estimators=config["estimators"],
+        experiment=ABL["experiment"],
+        source=EXPERIMENTS[ABL["experiment"]]["source"],
+        backbone=EXPERIMENTS[ABL["experiment"]]["backbone"],
+        paper=lambda wc: FIGS[wc.name].paper,
+    log:
+        "logs/figures/{name}.log",
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    conda:
+        "../envs/subaudit.yaml"
+    script:
+        "../scripts/runs_figure.py"

@@ -9,7 +9,8 @@ localrules:
 
 
 rule reference:
-    """Non-DP full-batch training on D; the target z is its least confident record."""
+    """Non-DP training on D (full batch, or Poisson-sampled at q with natural.reference
+    per-q); the target z is its least confident record."""
     input:
         PATHS["features"],
     output:
@@ -22,6 +23,7 @@ rule reference:
         lr=knob("lr"),
         steps=knob("steps"),
         every=knob("every"),
+        q=lambda wc: values(wc).get("q", 1.0),  # natural.reference per-q: the audit's q
         seed=seed("reference"),
     log:
         "logs/natural/{exp}/reference_{key}.log",
@@ -47,8 +49,8 @@ rule craft:
         hidden=knob("hidden"),
         optimizer=knob("optimizer"),
         init=knob("init"),
-        knobs=lambda wc: S.parse_key(wc.key, SCENARIOS[wc.scenario].canary_knobs),
-        options=lambda wc: {k: NAT[k] for k in SCENARIOS[wc.scenario].options},
+        knobs=lambda wc: S.parse_key(wc.key, SCENARIOS[wc.scenario].canary_knobs(REF)),
+        options=lambda wc: crafting_options(wc.exp, wc.scenario),
         seed=seed("canary"),
     log:
         "logs/natural/{exp}/craft_{scenario}_{key}.log",
@@ -76,6 +78,7 @@ rule train_shard:
         steps=knob("steps"),
         every=knob("every"),
         q=knob("q"),
+        canary_q=canary_rate,
         memory_mb=NAT["memory_mb"],
         device=NAT["device"],
         seed=seed("train"),
@@ -135,6 +138,7 @@ rule utility:
         steps=knob("steps"),
         every=knob("every"),
         q=knob("q"),
+        canary_q=canary_rate,
         runs=2 * NAT["utility_runs"],
         memory_mb=NAT["memory_mb"],
         device=NAT["device"],

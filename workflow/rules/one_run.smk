@@ -57,7 +57,7 @@ rule one_run_figure:
                               if s.experiment == ONE["experiment"] and s.scenario in
                               {CANARY_KINDS[k].compare_with for k in ONE["kinds"]}],
     output:
-        png="results/figures/{name}.png",
+        png=report("results/figures/{name}.png", caption="../report/figure.rst", category="Figures"),
         pdf="results/figures/{name}.pdf",
         csv="results/figures/{name}.csv",
     wildcard_constraints:

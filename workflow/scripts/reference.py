@@ -15,10 +15,10 @@ feats = load_features(snakemake.input[0])
 model = model_for(feats, p.hidden)
 params, confidence = reference_model(model, feats["train"], steps=p.steps, lr=p.lr,
                                      optimizer=p.optimizer, init=p.init, seed=p.seed,
-                                     every=p.every)
+                                     every=p.every, sampling_rate=p.q)
 target = int(np.argmin(confidence))
 write_npz(snakemake.output.params, **{f"p{i}": t.numpy() for i, t in enumerate(params)})
-info = {"target": target, "target_label": int(feats["train"].y[target]),
+info = {"target": target, "sampling_rate": p.q, "target_label": int(feats["train"].y[target]),
         "target_confidence": float(confidence[target]),
         "mean_confidence": float(confidence.mean()), "sizes": list(model.sizes)}
 log.info("%s", info)

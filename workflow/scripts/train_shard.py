@@ -14,7 +14,8 @@ use_threads(snakemake.threads)
 p, wc, inp = snakemake.params, snakemake.wildcards, snakemake.input
 feats, model, target, dp = load_setting(
     inp.features, inp.calibration, inp.get("target"),
-    hidden=p.hidden, steps=p.steps, q=p.q, clip=p.clip, lr=p.lr, optimizer=p.optimizer)
+    hidden=p.hidden, steps=p.steps, q=p.q, clip=p.clip, lr=p.lr, optimizer=p.optimizer,
+    canary_q=p.canary_q)
 runs = np.arange(p.lo, p.hi)
 device = resolve_device(p.device)
 res = train(model, audit_data(feats["train"], target, wc.scenario), load_canary(inp.canary),

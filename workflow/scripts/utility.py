@@ -17,7 +17,8 @@ p, inp = snakemake.params, snakemake.input
 scenario = get(snakemake.wildcards.scenario)
 feats, model, target, dp = load_setting(
     inp.features, inp.calibration, inp.get("target"),
-    hidden=p.hidden, steps=p.steps, q=p.q, clip=p.clip, lr=p.lr, optimizer=p.optimizer)
+    hidden=p.hidden, steps=p.steps, q=p.q, clip=p.clip, lr=p.lr, optimizer=p.optimizer,
+    canary_q=p.canary_q)
 steps = [0, *checkpoints(p.steps, p.every)]
 half = p.runs // 2
 common = dict(seed=p.seed, score_every=p.every, init=p.init, test=feats["test"],

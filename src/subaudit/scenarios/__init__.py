@@ -5,8 +5,9 @@ about it: its label and colour in figures, whether it needs the reference model 
 the target record), whether it is crafted per q (S2 replays the audit's own sampling),
 whether the target z is removed from the shared records D (an input canary stands in for
 it), whether Fig A1's utility runs include it, and which crafting options of
-params.yaml it reads.  Adding a scenario is a module here with a ``SCENARIO`` entry, its
-line in :data:`SCENARIOS` and its tests.
+params.yaml it reads (from its experiment, else from ``natural``; absent: None).  Adding a
+scenario is a module here with a ``SCENARIO`` entry, its line in :data:`SCENARIOS` and its
+tests.
 
 Nothing here imports torch: the workflow checks names against the registry while it
 parses, and crafting imports what it needs when it runs.
@@ -70,10 +71,10 @@ class Scenario:
     in_utility: bool = False
     options: tuple[str, ...] = ()
 
-    @property
-    def canary_knobs(self) -> tuple[str, ...]:
-        """Knobs the canary depends on (its path key; :mod:`subaudit.settings`)."""
-        return canary_knobs(self.per_q, self.needs_reference)
+    def canary_knobs(self, reference: str = "full-batch") -> tuple[str, ...]:
+        """Knobs the canary depends on (its path key; :mod:`subaudit.settings`) under the
+        ``reference`` choice (natural.reference)."""
+        return canary_knobs(self.per_q, self.needs_reference, reference)
 
     @property
     def title(self) -> str:

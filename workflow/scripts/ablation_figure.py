@@ -1,0 +1,21 @@
+"""Snakemake adapter: an ablation figure (Figs A2-A4) as PNG, PDF and CSV."""
+
+import pandas as pd
+
+from subaudit import figures, logs
+from subaudit.io import read_csv, read_json, write_csv
+from subaudit.tables import natural_table
+
+log = logs.to_file(snakemake.log[0])
+p = snakemake.params
+acc = pd.concat([read_csv(path).assign(**{p.knob: value})
+                 for value, path in p.calibrations.items()], ignore_index=True)
+estimates = [rec for f in snakemake.input.estimates for rec in read_json(f)["estimates"]]
+table = natural_table(acc, estimates, panel=p.knob)
+table.insert(0, "experiment", p.experiment)
+log.info("table:\n%s", table.to_string())
+write_csv(snakemake.output.csv, table)
+caption = p.caption[0].upper() + p.caption[1:]
+fig = figures.epsilon_vs_step(table, f"{caption}: {p.source} with {p.backbone} features"
+                              if p.backbone != "none" else f"{caption}: {p.source}", panel=p.knob)
+figures.save(fig, snakemake.output.png, snakemake.output.pdf, p.paper)

@@ -1,0 +1,19 @@
+"""Snakemake adapter: the run's report (Markdown, HTML, metrics JSON) from the figures' CSVs."""
+
+from pathlib import Path
+
+from subaudit import logs
+from subaudit.io import read_csv, write_json, write_text
+from subaudit.report import FigureInfo, build, to_html, to_markdown
+
+log = logs.to_file(snakemake.log[0])
+p = snakemake.params
+tables = {Path(f).stem: read_csv(f) for f in snakemake.input if f.endswith(".csv")}
+report = build(tables, [FigureInfo(**f) for f in p.figures], estimator=p.estimator,
+               natural=p.natural, ablations=p.ablations, base=p.base, runs=p.runs, delta=p.delta,
+               alpha=p.alpha, settings=p.settings)
+for name, claim in report.metrics["claims"].items():
+    log.info("claim %s: %s", name, claim["verdict"])
+write_text(snakemake.output.md, to_markdown(report))
+write_text(snakemake.output.html, to_html(report))
+write_json(snakemake.output.json, report.metrics)
