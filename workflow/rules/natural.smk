@@ -54,6 +54,8 @@ rule craft:
         seed=seed("canary"),
     log:
         "logs/natural/{exp}/craft_{scenario}_{key}.log",
+    benchmark:
+        "logs/benchmarks/natural/{exp}/craft_{scenario}_{key}.tsv"
     resources:
         mem_mb=4000,
         runtime=30,
@@ -145,6 +147,8 @@ rule utility:
         seed=seed("utility"),
     log:
         "logs/natural/{exp}/utility_{scenario}_{key}.log",
+    benchmark:
+        "logs/benchmarks/natural/{exp}/utility_{scenario}_{key}.tsv"
     resources:
         mem_mb=lambda wc: int(NAT["memory_mb"]) + 2000,
         runtime=60,
