@@ -74,6 +74,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -237,40 +238,53 @@ class Score(ABC):
         ``start`` are the chunk's initial parameters."""
 
 
-@dataclass(frozen=True)
-class LogitDifference(Score):
-    """``f_{y_z}(x_z) - f_{y_z'}(x_z')``: each record's raw logit at its own label."""
+class _RecordDifference(Score):
+    """A statistic of z's record minus the same statistic of z''s, per canary (larger under
+    D); subclasses give the statistic of a few rows for every run, (R, rows)."""
+
+    #: What the score is called in errors.
+    name: ClassVar[str] = ""
+
+    @staticmethod
+    @abstractmethod
+    def statistic(params: Sequence[torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """The statistic of rows (x, y) for every run, (R, rows)."""
 
     def bind(self, canary: Canary, start: Sequence[torch.Tensor]):
         rows = canary.input_rows()
         if rows is None:
-            raise ParameterError("canary score", "logit difference", "a canary with input records")
+            raise ParameterError("canary score", self.name, "a canary with input records")
         x, y = rows[0].reshape(-1, rows[0].shape[-1]), rows[1].reshape(-1)
 
         def score(params: Sequence[torch.Tensor]) -> torch.Tensor:
-            logit = _logits_at(params, x, y)                                   # (R, 2m)
-            return (logit[:, 0::2] - logit[:, 1::2]).double()
+            value = self.statistic(params, x, y)                               # (R, 2m)
+            return (value[:, 0::2] - value[:, 1::2]).double()
 
         return score
 
 
 @dataclass(frozen=True)
-class LogOddsDifference(Score):
+class LogitDifference(_RecordDifference):
+    """``f_{y_z}(x_z) - f_{y_z'}(x_z')``: each record's raw logit at its own label."""
+
+    name = "logit difference"
+
+    @staticmethod
+    def statistic(params: Sequence[torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return _logits_at(params, x, y)
+
+
+@dataclass(frozen=True)
+class LogOddsDifference(_RecordDifference):
     """``l_{y_z}(x_z) - l_{y_z'}(x_z')`` with ``l_y(x) = log p_y(x) - log(1 - p_y(x))`` the
     log-odds of the softmax probability of the record's label: the paper's code's S3/S5
     score (its text writes the raw logit difference, :class:`LogitDifference`)."""
 
-    def bind(self, canary: Canary, start: Sequence[torch.Tensor]):
-        rows = canary.input_rows()
-        if rows is None:
-            raise ParameterError("canary score", "log-odds difference", "a canary with input records")
-        x, y = rows[0].reshape(-1, rows[0].shape[-1]), rows[1].reshape(-1)
+    name = "log-odds difference"
 
-        def score(params: Sequence[torch.Tensor]) -> torch.Tensor:
-            odds = _log_odds_at(params, x, y)                                  # (R, 2m)
-            return odds[:, 0::2] - odds[:, 1::2]
-
-        return score
+    @staticmethod
+    def statistic(params: Sequence[torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return _log_odds_at(params, x, y)
 
 
 #: S3/S5 scores by name (params.yaml natural.input_score): the paper's text, the paper's code.
