@@ -27,6 +27,14 @@ def tiny() -> dict[str, Any]:
     return copy.deepcopy(_TINY)
 
 
+def base_ablations(params: dict[str, Any], experiment: str) -> None:
+    """Ablations of ``experiment`` at its own values only: the ablation figures reuse its base
+    audits and train nothing (tests about something else stay small)."""
+    exp = params["natural"]["experiments"][experiment]
+    params["ablations"].update(experiment=experiment, **{
+        k: {"q": exp["sampling_rates"][0], "values": [exp[k]]} for k in ("clip", "steps", "lr")})
+
+
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return ROOT

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import job_counts, setting_path, snakemake, tiny, workflow_copy
+from conftest import base_ablations, job_counts, setting_path, snakemake, tiny, workflow_copy
 
 from subaudit import own_features
 from subaudit.validation import ParameterError
@@ -105,6 +105,7 @@ def own_config(workdir: Path, **experiment) -> dict:
         "backbone": "none", "hidden": [], "optimizer": "sgd", "init": "zero", "clip": 1.0,
         "lr": 0.1, "steps": 4, "every": 2, "sampling_rates": [1.0, 0.5], **SIZES, **experiment}}
     params["one_run"]["experiment"] = "mine"
+    base_ablations(params, "mine")
     return params
 
 

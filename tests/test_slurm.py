@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import job_counts, setting_path, snakemake, tiny, workflow_copy, write_params
+from conftest import base_ablations, job_counts, setting_path, snakemake, tiny, workflow_copy, write_params
 
 pytestmark = [pytest.mark.slow, pytest.mark.slurm]
 
@@ -35,6 +35,7 @@ def slurm_config() -> dict:
     params["s1"].update(sampling_rates=[1.0], target_epsilons=[2], repeats=1)
     params["ratio_grid"].update(sampling_rates=[1.0], noise_multipliers=[3.0])
     params["natural"].update(scenarios=["S2", "S3"], device="auto", utility_runs=2)
+    base_ablations(params, "image")
     return params
 
 
