@@ -215,7 +215,7 @@ def test_add_direction_never_exceeds_remove_on_grid(q, sigma, steps):
     delta = 1e-5
     d_err = acc.REL_DELTA_ERROR * delta
     kinds = ("remove", "add")
-    eps_err = acc._choose_eps_error(kinds, sigma, q, steps, delta, d_err)
+    eps_err = acc._choose_eps_error(kinds, ((sigma, q, steps),), delta, d_err)
     remove, add = (acc._curve(k, sigma, q, steps, eps_err, d_err, steps).bounds(delta) for k in kinds)
     assert add[1] <= remove[1] + eps_err
     # and the combined add/remove answer is the max over both
@@ -228,7 +228,7 @@ def test_add_direction_stays_below_its_support_bound():
     # prv-accountant's right-tail-only domain sizing produced 5.5 here (wrapped left tail)
     sigma, q, steps, delta = 0.5, 0.25, 10, 1e-5
     d_err = acc.REL_DELTA_ERROR * delta
-    eps_err = acc._choose_eps_error(("add",), sigma, q, steps, delta, d_err)
+    eps_err = acc._choose_eps_error(("add",), ((sigma, q, steps),), delta, d_err)
     est = acc._curve("add", sigma, q, steps, eps_err, d_err, steps).bounds(delta)[1]
     assert est < -steps * math.log1p(-q)
 
@@ -378,3 +378,85 @@ def test_beyond_numerical_range_raises_clear_error(sigma, q, steps, delta, adjac
 def test_tiny_epsilon_is_zero_not_negative():
     e = epsilon(1e4, 0.01, 10, 1e-5, "add-remove")
     assert e.epsilon_estimate == 0.0 and 0.0 <= e.epsilon < 1e-2
+
+
+# --- composition over changing settings (a history of segments) -------------------------
+
+
+def pld_history_epsilon(history, delta: float, adjacency: str) -> float:
+    """dp-accounting's PLD of the composed segments (pessimistic, interval 1e-3)."""
+    total = None
+    for sigma, q, steps in history:
+        pld = pld_mod.from_gaussian_mechanism(
+            standard_deviation=sigma, sensitivity=1.0, sampling_prob=q,
+            value_discretization_interval=1e-3, neighboring_relation=RELATION[adjacency],
+            pessimistic_estimate=True).self_compose(steps)
+        total = pld if total is None else total.compose(pld)
+    return float(total.get_epsilon_for_delta(delta))
+
+
+HISTORIES = [
+    [(1.0, 0.01, 300), (1.5, 0.05, 200), (0.8, 0.002, 1000)],   # sigma and q change
+    [(4.0, 1.0, 20), (1.2, 0.25, 100), (3.0, 0.0625, 400)],     # a full-batch stretch first
+    [(0.9, 0.0625, 100), (0.9, 0.03125, 100), (2.0, 0.0625, 50)],
+]
+
+
+@pytest.mark.parametrize("adjacency", ["substitute", "add-remove"])
+@pytest.mark.parametrize("history", HISTORIES)
+def test_history_of_three_segments_agrees_with_dp_accounting(history, adjacency):
+    ref = pld_history_epsilon(history, 1e-5, adjacency)
+    got = acc.epsilon_of_history(history, 1e-5, adjacency)
+    assert got.epsilon == pytest.approx(ref, rel=0.01)
+    assert ref * (1 - 5e-3) <= got.epsilon_estimate <= ref * (1 + 5e-4)
+    assert got.epsilon_lower <= got.epsilon_estimate <= got.epsilon
+    assert got.steps == sum(t for *_, t in history) and math.isnan(got.sigma)
+    assert got.segments == tuple(history)
+
+
+def test_history_group_is_twice_add_remove_at_its_delta():
+    history = HISTORIES[0]
+    g = acc.epsilon_of_history(history, 1e-5, "group")
+    d = g.delta_add_remove
+    assert (1 + math.exp(g.epsilon_add_remove)) * d == pytest.approx(1e-5, rel=1e-6)
+    assert g.epsilon == pytest.approx(2 * pld_history_epsilon(history, d, "add-remove"), rel=0.01)
+    assert g.epsilon > acc.epsilon_of_history(history, 1e-5, "substitute").epsilon
+
+
+def test_history_order_and_splitting_do_not_matter():
+    a = acc.epsilon_of_history([(1.0, 0.01, 300), (1.5, 0.05, 200)], 1e-5, "substitute")
+    b = acc.epsilon_of_history([(1.5, 0.05, 100), (1.0, 0.01, 300), (1.5, 0.05, 100)], 1e-5,
+                               "substitute")
+    assert b.segments == ((1.5, 0.05, 200), (1.0, 0.01, 300))
+    assert b.epsilon == pytest.approx(a.epsilon, rel=2e-3)
+    # one setting split into stretches is the homogeneous composition, exactly
+    one = acc.epsilon_of_history([(1.0, 0.01, 100), (1.0, 0.01, 200)], 1e-5, "add-remove")
+    assert one == epsilon(1.0, 0.01, 300, 1e-5, "add-remove")
+
+
+def test_heterogeneous_path_equals_homogeneous_when_settings_nearly_agree():
+    # two segments whose settings differ by 1e-12 take the heterogeneous path; they must
+    # give the homogeneous answer of the merged training
+    het = acc.epsilon_of_history([(1.2, 0.05, 150), (1.2 + 1e-12, 0.05, 150)], 1e-5, "substitute")
+    hom = epsilon(1.2, 0.05, 300, 1e-5, "substitute")
+    assert len(het.segments) == 2
+    assert het.epsilon_estimate == pytest.approx(hom.epsilon_estimate, rel=2e-3)
+
+
+@pytest.mark.parametrize("alias,canonical", [
+    ("replace-one", "substitute"), ("REPLACE_ONE", "substitute"), ("add-or-remove-one", "add-remove"),
+    ("ADD_OR_REMOVE_ONE", "add-remove"), ("Substitute", "substitute"), ("group", "group")])
+def test_adjacency_spellings_of_dp_accounting_and_flower(alias, canonical):
+    assert acc.canonical_adjacency(alias) == canonical
+    assert epsilon(2.0, 0.25, 50, 1e-5, alias) == epsilon(2.0, 0.25, 50, 1e-5, canonical)
+
+
+@pytest.mark.parametrize("history,name", [
+    ([], "history"), ([(1.0, 0.1)], "history[0]"), ([(1.0, 0.1, 10), (1.0, 1.5, 10)], "history[1] q"),
+    ([(0.0, 0.1, 10)], "sigma"), ([(1.0, 0.1, 0)], "steps"), ("1,0.1,10", "history")])
+def test_bad_history_names_the_segment(history, name):
+    with pytest.raises(ParameterError) as err:
+        acc.epsilon_of_history(history, 1e-5, "substitute")
+    assert err.value.name == name
+    with pytest.raises(ParameterError, match="replace-one"):
+        acc.canonical_adjacency("swap")

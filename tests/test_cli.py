@@ -259,3 +259,85 @@ def test_ceiling_every_kth_step_is_the_library_curve():
         assert e == pytest.approx(final_iterate_epsilon(3.0, 0.0625, t, 1e-5, "substitute"), rel=1e-9)
     assert out["epsilon"] == out["curve_epsilon"][-1]
     assert out["curve_epsilon"] == sorted(out["curve_epsilon"])  # more steps, more leakage
+
+
+def test_statement_json_every_field():
+    from test_accounting import pld_history_epsilon
+
+    from subaudit.statement import ASSUMPTIONS
+
+    out = cli_json("statement", "--sigma", "1.0", "--q", "0.01", "--steps", "1000", "--delta", "1e-5")
+    assert set(out) == {"sigma", "q", "steps", "segments", "delta", "epsilon_add_remove",
+                        "epsilon_substitute", "epsilon_group", "group_delta_prime",
+                        "group_epsilon_add_remove", "group_error", "ratio_substitute_to_add_remove",
+                        "bounds", "assumptions", "statement"}
+    hist = [(1.0, 0.01, 1000)]
+    assert (out["sigma"], out["q"], out["steps"], out["delta"]) == (1.0, 0.01, 1000, 1e-5)
+    assert out["segments"] == [[1.0, 0.01, 1000]]
+    assert out["epsilon_add_remove"] == pytest.approx(pld_epsilon(1.0, 0.01, 1000, 1e-5, "ADD_OR_REMOVE_ONE"),
+                                                      rel=0.01)
+    assert out["epsilon_substitute"] == pytest.approx(pld_epsilon(1.0, 0.01, 1000, 1e-5, "REPLACE_ONE"),
+                                                      rel=0.01)
+    d_prime, e_ar = out["group_delta_prime"], out["group_epsilon_add_remove"]
+    assert (1 + math.exp(e_ar)) * d_prime == pytest.approx(1e-5, rel=1e-6)
+    assert e_ar == pytest.approx(pld_history_epsilon(hist, d_prime, "add-remove"), rel=0.01)
+    assert out["epsilon_group"] == pytest.approx(2 * e_ar, rel=1e-12)
+    assert out["group_error"] is None
+    assert out["ratio_substitute_to_add_remove"] == pytest.approx(
+        out["epsilon_substitute"] / out["epsilon_add_remove"], rel=1e-12)
+    for name, key in (("add-remove", "epsilon_add_remove"), ("substitute", "epsilon_substitute"),
+                      ("group", "epsilon_group")):
+        b = out["bounds"][name]
+        assert b["upper"] == out[key] and b["lower"] <= b["estimate"] <= b["upper"]
+        assert 0 < b["eps_error"] < 0.01 * b["upper"] and 0 < b["delta_error"] <= 1e-4 * 1e-5
+    assert out["assumptions"] == list(ASSUMPTIONS)
+    assert f"{out['epsilon_substitute']:.3g}" in out["statement"]
+    text = run_cli("statement", "--sigma", "1.0", "--q", "0.01", "--steps", "1000", "--delta",
+                   "1e-5").stdout
+    assert f"{out['epsilon_substitute']:.5g}" in text and "Assumptions" in text
+
+
+def test_account_segments_and_adjacency_spellings():
+    one = cli_json("account", "--sigma", "1.2", "--q", "0.05", "--steps", "300", "--delta", "1e-5",
+                   "--adjacency", "substitute")
+    for spelling in ("replace-one", "REPLACE_ONE"):
+        alias = cli_json("account", "--sigma", "1.2", "--q", "0.05", "--steps", "300", "--delta",
+                         "1e-5", "--adjacency", spelling)
+        assert alias == one
+    split = cli_json("account", "--sigma", "1.2", "--q", "0.05", "--steps", "100", "200",
+                     "--delta", "1e-5", "--adjacency", "substitute")
+    assert split["epsilon"] == one["epsilon"]  # one value broadcasts; equal settings merge
+    bad = run_cli("account", "--sigma", "1", "2", "--q", "0.1", "0.2", "0.3", "--steps", "5",
+                  "--delta", "1e-5", "--adjacency", "substitute", check=False)
+    assert bad.returncode == 2 and "per segment" in bad.stderr
+    bad = run_cli("account", "--sigma", "1", "2", "--q", "0.1", "1.5", "--steps", "5", "--delta",
+                  "1e-5", "--adjacency", "substitute", check=False)
+    assert bad.returncode == 2 and "--q (segment 2) = 1.5" in bad.stderr
+
+
+def test_estimate_reads_npz_layouts_like_csv(tmp_path):
+    from subaudit.scores import Scores, write_scores
+
+    rng = np.random.default_rng(5)
+    pos, neg = rng.normal(1.0, 1.0, 200), rng.normal(0.0, 1.0, 200)
+    csv = tmp_path / "s.csv"
+    _write_scores(csv, pos, neg)
+    ref = cli_json("estimate", str(csv), "--delta", "1e-5")
+    labels = np.r_[np.ones(200), np.zeros(200)]
+    np.savez(tmp_path / "a.npz", score=np.r_[pos, neg], label=labels)
+    np.savez(tmp_path / "b.npz", in_scores=pos, out_scores=neg)
+    runs = np.arange(400)
+    bits = (1 - runs % 2).astype(np.int8)
+    matrix = np.zeros((2, 400))
+    matrix[1, bits == 1], matrix[1, bits == 0] = pos, neg
+    write_scores(tmp_path / "c.npz", Scores(runs=runs, bits=bits, steps=[5, 10], scores=matrix, sigma=1.0))
+    for name in ("a.npz", "b.npz", "c.npz"):
+        got = cli_json("estimate", str(tmp_path / name), "--delta", "1e-5")
+        assert got["epsilon"] == ref["epsilon"] and got["auc"] == ref["auc"], name
+    first = cli_json("estimate", str(tmp_path / "c.npz"), "--delta", "1e-5", "--step", "5")
+    assert first["epsilon"] == 0.0 and first["auc"] == 0.5  # all-zero scores at step 5
+    bad = run_cli("estimate", str(tmp_path / "c.npz"), "--delta", "1e-5", "--step", "7", check=False)
+    assert bad.returncode == 2 and "--step = 7" in bad.stderr and "[5, 10]" in bad.stderr
+    np.savez(tmp_path / "d.npz", x=pos)
+    bad = run_cli("estimate", str(tmp_path / "d.npz"), "--delta", "1e-5", check=False)
+    assert bad.returncode == 1 and "in_scores" in bad.stderr

@@ -681,3 +681,15 @@ def test_auc_beats_jax_privacy_on_s1_scores(q, sigma, runs):
         return a.scores[0][a.labels == 1], a.scores[0][a.labels == 0]
 
     _beats_jax_privacy(draw, 30, f"S1 q={q} sigma={sigma} {runs}/world")
+
+
+def test_estimate_in_out_is_estimate_epsilon_with_labels():
+    from subaudit.estimation import estimate_in_out
+
+    rng = np.random.default_rng(11)
+    pos, neg = rng.normal(2.0, 1.0, 300), rng.normal(0.0, 1.0, 500)
+    for estimator in ESTIMATORS:
+        got = estimate_in_out(pos, neg, 1e-5, 0.05, estimator)
+        ref = estimate_epsilon(np.r_[pos, neg], np.r_[np.ones(300), np.zeros(500)], 1e-5, 0.05, estimator)
+        assert got == ref and got.estimator == estimator
+        assert (got.n_positive, got.n_negative) == (300, 500)

@@ -89,3 +89,22 @@ def test_score_files_round_trip_and_refuse_other_files(tmp_path):
         read_scores(tmp_path / "other.npz")
     with pytest.raises(ValueError, match="do not fit"):
         Scores(runs=s.runs, bits=s.bits[:-1], steps=s.steps, scores=s.scores, sigma=1.0)
+
+
+def test_load_audit_scores_layouts_and_refusals(tmp_path):
+    from subaudit.scores import load_audit_scores
+
+    np.savez(tmp_path / "io.npz", in_scores=[3.0, 2.0], out_scores=[1.0])
+    s, y = load_audit_scores(tmp_path / "io.npz")
+    assert s.tolist() == [3.0, 2.0, 1.0] and y.tolist() == [1, 1, 0]
+    (tmp_path / "a.csv").write_text("score,label\n0.5,1\n0.25,0\n")
+    s, y = load_audit_scores(tmp_path / "a.csv")
+    assert s.tolist() == [0.5, 0.25] and y.tolist() == [1, 0]
+    (tmp_path / "b.csv").write_text("s,l\n1,0\n")
+    with pytest.raises(ValueError, match="score, label|score,label"):
+        load_audit_scores(tmp_path / "b.csv")
+    (tmp_path / "c.txt").write_text("1\n")
+    with pytest.raises(ValueError, match="not a .csv or .npz"):
+        load_audit_scores(tmp_path / "c.txt")
+    with pytest.raises(FileNotFoundError):
+        load_audit_scores(tmp_path / "none.npz")

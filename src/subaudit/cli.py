@@ -1,5 +1,7 @@
-"""The ``subaudit`` command line: accountants, calibration, estimation, ceilings, one-run audits,
-S1 simulation, bench, artifact checks.
+"""The ``subaudit`` command line: privacy accounting, statements, estimation and audits.
+
+Accountants, privacy statements, calibration, estimation, ceilings, one-run audits, S1
+simulation, bench, artifact checks.
 
 The flags are a contract (tests and users script against them). With ``--json`` a
 command prints exactly one JSON object on stdout. Invalid values exit with status 2
@@ -17,9 +19,9 @@ from typing import Any, NoReturn
 from subaudit.estimation import DEFAULT_ESTIMATOR, ESTIMATORS
 from subaudit.io import dumps
 from subaudit.one_run import ONE_RUN_METHODS
+from subaudit.scores import SCORE_LAYOUTS
 from subaudit.validation import ParameterError
 
-ACCOUNT_ADJACENCIES = ("add-remove", "substitute", "group")
 S1_ADJACENCIES = ("substitute", "add-remove")
 
 # Library parameter names that differ from their flag.
@@ -36,6 +38,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _flag(name: str) -> str:
+    if name.startswith("history["):  # a segment's value: "history[i] sigma"
+        index, key = name[len("history["):].split("] ")
+        return f"--{key} (segment {int(index) + 1})"
     return _FLAG_OF.get(name, "--" + name.replace("_", "-"))
 
 
@@ -46,15 +51,50 @@ def _emit(result: dict[str, Any], as_json: bool, text: str) -> None:
         print(text)
 
 
-def _cmd_account(args: argparse.Namespace) -> None:
-    from subaudit.accounting import epsilon
+def _segments(args: argparse.Namespace) -> list[tuple[float, float, int]]:
+    """(sigma, q, steps) per segment from --sigma/--q/--steps (one value is repeated)."""
+    lists = {"sigma": args.sigma, "q": args.q, "steps": args.steps}
+    n = max(len(v) for v in lists.values())
+    for name, values in lists.items():
+        if len(values) not in (1, n):
+            raise UsageError(f"--sigma, --q and --steps take one value each per segment (or one "
+                             f"value for all); got {len(values)} for --{name} and {n} segments")
+    return [tuple(v[i] if len(v) > 1 else v[0] for v in lists.values()) for i in range(n)]
 
-    res = epsilon(args.sigma, args.q, args.steps, args.delta, args.adjacency)
-    out = {"sigma": args.sigma, "q": args.q, "steps": args.steps, **_as_dict(res)}
+
+def _cmd_account(args: argparse.Namespace) -> None:
+    from subaudit.accounting import epsilon_of_history
+
+    segments = _segments(args)
+    res = epsilon_of_history(segments, args.delta, args.adjacency)
+    out = _as_dict(res)
+    out["segments"] = [list(s) for s in res.segments]
     text = f"epsilon = {res.epsilon:.6g} ({res.adjacency}, delta = {res.delta:g})"
     if res.delta_add_remove is not None:
         text += f"; from add/remove at delta' = {res.delta_add_remove:.6g}"
+    if len(res.segments) > 1:
+        text += f"; {len(res.segments)} segments, {res.steps} steps"
     _emit(out, args.json, text)
+
+
+def _cmd_statement(args: argparse.Namespace) -> None:
+    from subaudit.statement import privacy_statement
+
+    st = privacy_statement(_segments(args), args.delta)
+    fields = st.to_dict()
+    rows = [("add/remove", st.add_remove), ("substitute", st.substitute), ("group privacy", st.group)]
+    lines = [f"{'adjacency':<14} {'epsilon':>10} {'estimate':>10} {'lower':>10}  note"]
+    for name, e in rows:
+        if e is None:
+            lines.append(f"{name:<14} {'-':>10} {'-':>10} {'-':>10}  {st.group_error}")
+            continue
+        note = f"2 eps_AR at delta' = {e.delta_add_remove:.3g}" if e.delta_add_remove is not None else ""
+        lines.append(f"{name:<14} {e.epsilon:>10.5g} {e.epsilon_estimate:>10.5g} "
+                     f"{e.epsilon_lower:>10.5g}  {note}")
+    lines += [f"eps_S / eps_AR = {st.ratio:.4g} at delta = {st.delta:g}", "", "Assumptions:"]
+    lines += [f"- {a}" for a in fields["assumptions"]]
+    lines += ["", st.sentence()]
+    _emit(fields, args.json, "\n".join(lines))
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> None:
@@ -77,19 +117,13 @@ def _cmd_gdp_epsilon(args: argparse.Namespace) -> None:
 
 
 def _cmd_estimate(args: argparse.Namespace) -> None:
-    import pandas as pd
-
     from subaudit.estimation import estimate_epsilon, reversed_evidence, score_summary
+    from subaudit.scores import load_audit_scores
 
-    path = Path(args.scores)
-    if not path.is_file():
-        raise UsageError(f"SCORES.csv: no such file: {path}")
-    frame = pd.read_csv(path)
-    missing = {"score", "label"} - set(frame.columns)
-    if missing:
-        raise UsageError(f"SCORES.csv: missing column(s) {', '.join(sorted(missing))}; "
-                         "expected columns score,label")
-    scores, labels = frame["score"].to_numpy(float), frame["label"].to_numpy()
+    try:
+        scores, labels = load_audit_scores(args.scores, args.step)
+    except FileNotFoundError as err:
+        raise UsageError(f"SCORES: {err}") from None
     est = estimate_epsilon(scores, labels, delta=args.delta, alpha=args.alpha,
                            estimator=args.estimator)
     summary = score_summary(scores, labels)
@@ -230,18 +264,35 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--q", type=float, required=True, help="Poisson sampling rate in (0, 1]")
         sp.add_argument("--steps", type=_int, required=True, help="training steps T (>= 1)")
 
+    def history_args(sp: argparse.ArgumentParser) -> None:
+        each = "; several values: one per segment of a training whose settings changed"
+        sp.add_argument("--sigma", type=float, nargs="+", required=True,
+                        help="noise multiplier (> 0)" + each)
+        sp.add_argument("--q", type=float, nargs="+", required=True,
+                        help="Poisson sampling rate in (0, 1]" + each)
+        sp.add_argument("--steps", type=_int, nargs="+", required=True,
+                        help="training steps (>= 1)" + each)
+        sp.add_argument("--delta", type=float, required=True, help="delta in (0, 1)")
+
+    adjacency_help = ("add-remove (also add-or-remove-one), substitute (also replace-one) or group; "
+                      "case and _ / - do not matter")
     sp = sub.add_parser("account", help="epsilon of Poisson-subsampled Gaussian DP-SGD")
-    dp_args(sp)
-    sp.add_argument("--delta", type=float, required=True, help="delta in (0, 1)")
-    sp.add_argument("--adjacency", choices=ACCOUNT_ADJACENCIES, required=True)
+    history_args(sp)
+    sp.add_argument("--adjacency", required=True, help=adjacency_help)
     sp.add_argument("--json", action="store_true", help="print one JSON object")
     sp.set_defaults(func=_cmd_account)
+
+    sp = sub.add_parser("statement", help="add/remove, substitute and group-privacy epsilon side by "
+                                          "side, with the assumptions: a statement to quote")
+    history_args(sp)
+    sp.add_argument("--json", action="store_true", help="print one JSON object")
+    sp.set_defaults(func=_cmd_statement)
 
     sp = sub.add_parser("calibrate", help="noise multiplier reaching a target epsilon")
     sp.add_argument("--target-epsilon", type=float, required=True, help="target epsilon (> 0)")
     dp_args(sp, sigma=False)
     sp.add_argument("--delta", type=float, required=True, help="delta in (0, 1)")
-    sp.add_argument("--adjacency", choices=ACCOUNT_ADJACENCIES, required=True)
+    sp.add_argument("--adjacency", required=True, help=adjacency_help)
     sp.add_argument("--json", action="store_true")
     sp.set_defaults(func=_cmd_calibrate)
 
@@ -252,7 +303,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.set_defaults(func=_cmd_gdp_epsilon)
 
     sp = sub.add_parser("estimate", help="empirical lower bound on epsilon from audit scores")
-    sp.add_argument("scores", metavar="SCORES.csv", help="CSV with columns score,label (1 = D, 0 = D')")
+    sp.add_argument("scores", metavar="SCORES", help="audit scores: " + "; or ".join(SCORE_LAYOUTS))
+    sp.add_argument("--step", type=_int, help="checkpoint of a subaudit score file (default: the last)")
     sp.add_argument("--delta", type=float, required=True, help="delta in (0, 1)")
     sp.add_argument("--alpha", type=float, default=0.05, help="significance level in (0, 1)")
     sp.add_argument("--estimator", choices=list(ESTIMATORS), default=DEFAULT_ESTIMATOR,

@@ -59,6 +59,7 @@ __all__ = [
     "Estimator",
     "clopper_pearson_upper",
     "estimate_epsilon",
+    "estimate_in_out",
     "estimate_over_steps",
     "expected_estimate",
     "finite_r_ceiling",
@@ -570,6 +571,22 @@ def estimate_epsilon(
     entry = ESTIMATORS[check_choice(estimator, "estimator", ESTIMATORS)]
     s, y = _validate_scores_labels(scores, labels)
     return entry.estimate(s, y, delta, alpha)
+
+
+def estimate_in_out(
+    in_scores: Any,
+    out_scores: Any,
+    delta: float,
+    alpha: float = 0.05,
+    estimator: str = DEFAULT_ESTIMATOR,
+) -> AuditEstimate:
+    """:func:`estimate_epsilon` from the scores of the runs with the target z (``in_scores``,
+    world D) and with its substitute z' (``out_scores``, world D'), e.g. score arrays
+    computed elsewhere; the result names its estimator (``.estimator``)."""
+    s_in = np.asarray(in_scores, dtype=np.float64).reshape(-1)
+    s_out = np.asarray(out_scores, dtype=np.float64).reshape(-1)
+    labels = np.r_[np.ones(s_in.size, dtype=np.int8), np.zeros(s_out.size, dtype=np.int8)]
+    return estimate_epsilon(np.r_[s_in, s_out], labels, delta, alpha, estimator)
 
 
 def estimate_over_steps(

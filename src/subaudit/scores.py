@@ -28,7 +28,8 @@ import numpy as np
 from subaudit.io import CorruptArtifact, read_npz, write_npz
 from subaudit.validation import ParameterError, check_count
 
-__all__ = ["Scores", "merge_shards", "read_scores", "run_bits", "shard_bounds", "write_scores"]
+__all__ = ["Scores", "load_audit_scores", "merge_shards", "read_scores", "run_bits", "shard_bounds",
+           "write_scores"]
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,49 @@ def read_scores(path: str | Path) -> Scores:
     return Scores(runs=data["runs"], bits=data["bits"], steps=data["steps"],
                   scores=data["scores"], sigma=float(data["sigma"]),
                   setting=json.loads(str(data["setting"])))
+
+
+#: The layouts :func:`load_audit_scores` reads, in words (for messages and help).
+SCORE_LAYOUTS = ("CSV with columns score,label (label 1: a run with the target z, world D; 0: with z')",
+                 ".npz with 1-D arrays score and label",
+                 ".npz with 1-D arrays in_scores (runs on D) and out_scores (runs on D')",
+                 "a subaudit score file (results/.../scores/*.npz; --step picks the checkpoint)")
+
+
+def load_audit_scores(path: str | Path, step: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(scores, labels) of an audit from a file in one of :data:`SCORE_LAYOUTS`; ``step``
+    chooses a subaudit score file's checkpoint (default: the last). ValueError naming the
+    layouts otherwise."""
+    import pandas as pd
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no such file: {path}")
+    expected = "expected one of: " + "; ".join(SCORE_LAYOUTS)
+    if path.suffix.lower() == ".csv":
+        frame = pd.read_csv(path)
+        missing = {"score", "label"} - set(frame.columns)
+        if missing:
+            raise ValueError(f"{path}: missing column(s) {', '.join(sorted(missing))}; {expected}")
+        return frame["score"].to_numpy(float), frame["label"].to_numpy()
+    if path.suffix.lower() != ".npz":
+        raise ValueError(f"{path}: not a .csv or .npz file; {expected}")
+    with np.load(path, allow_pickle=False) as data:
+        keys = set(data.files)
+    if {"runs", "bits", "steps", "scores"} <= keys:
+        audit = read_scores(path)
+        row = len(audit.steps) - 1 if step is None else np.flatnonzero(audit.steps == step)
+        if np.size(row) == 0:
+            raise ParameterError("step", step, f"a checkpoint of this file: {audit.steps.tolist()}")
+        return audit.scores[int(np.ravel(row)[0])], audit.bits
+    with np.load(path, allow_pickle=False) as data:
+        if {"score", "label"} <= keys:
+            return data["score"].astype(float), data["label"]
+        if {"in_scores", "out_scores"} <= keys:
+            s_in, s_out = data["in_scores"].reshape(-1), data["out_scores"].reshape(-1)
+            return (np.r_[s_in, s_out].astype(float),
+                    np.r_[np.ones(s_in.size, np.int8), np.zeros(s_out.size, np.int8)])
+    raise ValueError(f"{path}: arrays {sorted(keys)}; {expected}")
 
 
 def run_bits(runs: Sequence[int] | np.ndarray) -> np.ndarray:
