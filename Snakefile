@@ -13,6 +13,7 @@ include: "workflow/rules/s1.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/natural.smk"
 include: "workflow/rules/one_run.smk"
+include: "workflow/rules/reconstruction.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/report.smk"
 

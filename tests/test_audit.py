@@ -26,3 +26,19 @@ def test_canary_files_round_trip(tmp_path):
         assert type(back) is type(c)
         for field in ("g",) if isinstance(c, GradientCanary) else ("x", "y"):
             assert torch.equal(getattr(back, field), getattr(c, field))
+
+
+def test_backdoor_canary_file_keeps_its_trap_and_projection(tmp_path):
+    from subaudit.canaries import backdoor_trap
+
+    x = torch.zeros(6)
+    x[[0, 3]] = 1.0
+    data = Records(torch.eye(6)[[1, 2, 4, 5]], torch.tensor([0, 1, 2, 0]))
+    c, _ = backdoor_trap(MLP((6, 4, 3)), data, x, 1, 2)
+    save_canary(tmp_path / "t.npz", c)
+    back = load_canary(tmp_path / "t.npz")
+    assert torch.equal(back.x, c.x) and torch.equal(back.y, c.y)
+    assert torch.equal(back.score.direction, c.score.direction)
+    assert len(back.trap) == len(c.trap) == 3
+    for (l1, i1, v1), (l2, i2, v2) in zip(back.trap, c.trap):
+        assert l1 == l2 and torch.equal(i1, i2) and torch.equal(v1, v2)

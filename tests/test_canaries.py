@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -197,3 +199,129 @@ def test_reference_model_per_q_is_poisson_minibatch_training():
     again, conf2 = reference_model(model, data, sampling_rate=0.25, **kw)
     assert not torch.allclose(full[0], mini[0])
     assert torch.equal(mini[0], again[0]) and np.array_equal(conf, conf2)
+
+
+# --------------------------------------------------------------------------- S7
+
+
+def _one_hot_records(n: int, attributes: int, levels: int, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    codes = torch.randint(0, levels, (n, attributes), generator=g)
+    return torch.nn.functional.one_hot(codes, levels).reshape(n, -1).float()
+
+
+def test_linear_backdoor_gradients_are_opposite_on_the_unused_feature():
+    from subaudit.canaries import backdoor_linear, per_example_grads
+
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(40, 5, generator=g)
+    x[:, 3] = 0.0                                   # the feature no record uses
+    data = Records(x, torch.randint(0, 4, (40,), generator=g))
+    model = MLP((5, 4))
+    canary, info = backdoor_linear(model, data, y=2)
+    assert info["feature"] == 3 and info["feature_mass"] == 0.0
+    assert torch.equal(canary.x[0], -canary.x[1]) and canary.x[0, 3] == 100.0
+    zero = [torch.zeros(s, dtype=torch.float64) for s in model.shapes]
+    gz, gzp = per_example_grads(model, zero, canary.x.double(), canary.y)
+    u = canary.score.direction
+    cos = torch.nn.functional.cosine_similarity
+    # z's update (-g) lies along +u and z''s along -u, up to the bias part (1 / M)
+    assert float(cos(-gz, u, dim=0)) > 0.9999 and float(cos(-gzp, -u, dim=0)) > 0.9999
+    assert float(cos(gz, gzp, dim=0)) < -0.9998
+    # the data's own gradients never touch column 3
+    grads = per_example_grads(model, zero, data.x.double(), data.y)
+    assert float((grads @ u).abs().max()) < 1e-12
+
+
+def test_trap_units_fire_only_at_the_target_and_cost_nothing_elsewhere():
+    from subaudit.canaries import backdoor_trap, per_example_grads
+    from subaudit.engine import RunStreams, init_params
+
+    data_x = _one_hot_records(60, 5, 4, seed=2)
+    x = data_x[0].clone()
+    data = Records(data_x[1:], torch.randint(0, 3, (59,), generator=torch.Generator().manual_seed(3)))
+    data = Records(data.x[(data.x != x).any(1)], data.y[(data.x != x).any(1)])   # x is unique
+    model = MLP((20, 6, 3))
+    canary, info = backdoor_trap(model, data, x, y=1, y_prime=2)
+    assert info["trap_units"] == [4, 5] and info["duplicates"] == 0 and info["max_leak"] < 1e-7
+    params = init_params(model, [RunStreams(0, r) for r in range(3)], "random", torch.float64)
+    plain = [p.clone() for p in params]
+    canary.initialise(params)
+    cos = torch.nn.functional.cosine_similarity
+    u = canary.score.direction
+    for r in range(3):
+        run = [p[r] for p in params]
+        w1, b1, w2 = run[0], run[1], run[2]
+        pre = torch.cat([x[None], data.x]).double() @ w1.T + b1
+        assert torch.allclose(pre[0, 4:], torch.zeros(2, dtype=torch.float64))  # 0 at x
+        assert float(pre[1:, 4:].max()) <= -2 * info["margin"]                   # saturated elsewhere
+        # the two trap units cancel for every other record: same logits as without their columns
+        h = torch.tanh(data.x.double() @ w1.T + b1)
+        with_trap = h @ w2.T
+        without = h[:, :4] @ w2[:, :4].T
+        assert torch.allclose(with_trap, without, atol=1e-6)
+        gz, gzp = per_example_grads(model, run, canary.x.double(), canary.y)
+        # the stated alignment: z's update along +u, z''s along -u, opposite to each other
+        assert float(cos(-gz, u, dim=0)) > 0.99 and float(cos(-gzp, -u, dim=0)) > 0.99
+        # no head gradient on the trap columns at x (activation 0 there)
+        head = gz[20 * 6 + 6:20 * 6 + 6 + 18].view(3, 6)
+        assert float(head[:, 4:].abs().max()) < 1e-12
+        # and the rest of the initialisation is the plain one
+        mask = torch.ones(model.num_params, dtype=torch.bool)
+        for layer, index, _ in canary.trap:
+            offset = sum(int(torch.tensor(s).prod()) for s in model.shapes[:layer])
+            mask[offset + index] = False
+        flat = torch.cat([p[r].reshape(-1) for p in params])
+        flat0 = torch.cat([p[r].reshape(-1) for p in plain])
+        assert torch.equal(flat[mask], flat0[mask])
+    with pytest.raises(Exception, match="0/1"):
+        backdoor_trap(model, Records(data.x * 0.5, data.y), x, 1, 2)
+
+
+def test_engine_trains_from_the_trap_and_scores_along_it():
+    from subaudit.canaries import backdoor_trap
+
+    data_x = _one_hot_records(80, 5, 4, seed=4)
+    x = data_x[0]
+    keep = (data_x[1:] != x).any(1)
+    data = Records(data_x[1:][keep], torch.randint(0, 3, (int(keep.sum()),),
+                                                   generator=torch.Generator().manual_seed(5)))
+    model = MLP((20, 6, 3))
+    canary, _ = backdoor_trap(model, data, x, y=1, y_prime=2)
+    dp = DPConfig(steps=30, sampling_rate=0.5, noise_multiplier=0.5, clip=1.0, lr=0.01, optimizer="adam")
+    runs = np.arange(64)
+    bits = (1 - runs % 2).astype(np.int8)
+    res = train(model, data, canary, dp, seed=9, runs=runs, bits=bits, score_every=10, init="random",
+                keep_params=True, progress=False)
+    # every run started from the trap: its first-layer rows of the trap units began at s (2x - 1)
+    w_trap = canary.trap[0][2][:20].numpy()
+    assert np.abs(res.params[0][:, 4, :] - w_trap).max() < 1.0   # moved by lr-sized Adam steps only
+
+    def gap(scores: np.ndarray) -> tuple[float, float]:
+        a, b = scores[bits == 1], scores[bits == 0]
+        return a.mean() - b.mean(), float(np.hypot(a.std() / len(a) ** 0.5, b.std() / len(b) ** 0.5))
+
+    # z pushes (w, b) of the trap along +u, z' along -u: the worlds separate beyond error
+    g, se = gap(res.scores[-1])
+    assert g > 5 * se
+    # the same canary records without the trap (plain init) separate far less along u
+    res0 = train(model, data, replace(canary, trap=()), dp, seed=9, runs=runs, bits=bits,
+                 score_every=10, init="random", progress=False)
+    assert g > 3 * abs(gap(res0.scores[-1])[0])
+
+
+def test_backdoor_crafting_reports_alignment_and_accuracy_cost():
+    from subaudit.canaries import craft_backdoor, reference_model
+
+    data_x = _one_hot_records(60, 5, 4, seed=6)
+    y = torch.randint(0, 3, (60,), generator=torch.Generator().manual_seed(7))
+    feats = {"train": Records(data_x, y), "test": Records(data_x[:20], y[:20]), "classes": 3}
+    model = MLP((20, 6, 3))
+    ref, _ = reference_model(model, feats["train"], steps=10, lr=0.01, optimizer="adam", init="random")
+    dp = DPConfig(steps=12, sampling_rate=0.5, noise_multiplier=0.0, clip=1.0, lr=0.01, optimizer="adam")
+    crafted = craft_backdoor(model, feats, 0, ref, dp, init="random", seed=1)
+    info = crafted.info
+    assert crafted.scenario == "S7" and len(info["alignment_per_step"]) == 13
+    assert info["alignment_start"] > 0.99 and 0 < info["alignment_min"] <= info["alignment_mean"] <= 1
+    assert info["trap_sampling_rate"] == 0.5 and info["label"] == int(y[0]) != info["label_prime"]
+    assert info["accuracy_cost"] == pytest.approx(info["accuracy_without"] - info["accuracy_with"])

@@ -105,6 +105,7 @@ def own_config(workdir: Path, **experiment) -> dict:
         "backbone": "none", "hidden": [], "optimizer": "sgd", "init": "zero", "clip": 1.0,
         "lr": 0.1, "steps": 4, "every": 2, "sampling_rates": [1.0, 0.5], **SIZES, **experiment}}
     params["one_run"]["experiment"] = "mine"
+    params["reconstruction"]["experiment"] = None      # no image experiment: no reconstruction
     base_ablations(params, "mine")
     return params
 

@@ -9,7 +9,7 @@ from test_claims import evidence
 
 from subaudit import accounting
 from subaudit.ceilings import final_iterate_epsilon
-from subaudit.claims import CLAIMS
+from subaudit.claims import CLAIMS, final_audits
 from subaudit.estimation import finite_r_ceiling
 from subaudit.report import FigureInfo, build, final_step_table, to_html, to_markdown
 
@@ -54,6 +54,19 @@ def test_metrics_hold_verdict_codes_and_final_step_audits(report):
     assert {k: v["code"] for k, v in m["claims"].items()} == {str(c): 1 for c in CLAIMS}
     assert m["final_step"]["fig3"]["1_S2"] == pytest.approx(3.0)
     assert m["final_step"]["figA2"]["4_S3"] == pytest.approx(0.5)
+
+
+def test_metrics_keep_the_numbers_not_the_tables_digits():
+    ev = evidence()
+    table = ev.tables["fig3"].copy()
+    audits = (table["estimator"] == "auc") & (table["scenario"] == "S2")
+    table.loc[audits, "epsilon"] += 0.001234          # 3.001234: "3" in a 3-digit table
+    rep = build({**ev.tables, "fig3": table}, FIGS, estimator="auc", natural=ev.natural,
+                ablations=ev.ablations, base=ev.base, runs=200, delta=1e-5, alpha=0.05, settings={})
+    f = final_audits(table, "auc")
+    assert rep.metrics["final_step"]["fig3"] == {f"{r['q']:g}_{r['scenario']}": r["epsilon"]
+                                                 for _, r in f.iterrows()}
+    assert rep.metrics["final_step"]["fig3"]["1_S2"] == pytest.approx(3.001234)
 
 
 def test_verdicts_need_a_valid_estimator():

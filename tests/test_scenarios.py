@@ -16,17 +16,18 @@ from subaudit.validation import ParameterError
 
 
 def test_registry_names_and_flags():
-    assert list(SCENARIOS) == ["S2", "S3", "S4", "S5"]
+    assert list(SCENARIOS) == ["S2", "S3", "S4", "S5", "S7"]
     assert [s.title for s in SCENARIOS.values()] == [
         "S2 crafted gradient", "S3 crafted input", "S4 crafted mislabeled",
-        "S5 adversarial natural"]
+        "S5 adversarial natural", "S7 privacy backdoor"]
     assert {n for n, s in SCENARIOS.items() if s.in_utility} == {"S2", "S3"}
-    assert {n for n, s in SCENARIOS.items() if s.per_q} == {"S2"}
+    assert {n for n, s in SCENARIOS.items() if s.per_q} == {"S2", "S7"}
+    assert {n for n, s in SCENARIOS.items() if s.input_canary} == {"S3", "S4", "S5", "S7"}
     # an input canary stands in for the target, so it needs the reference's target
     for s in SCENARIOS.values():
         assert s.removes_target == s.needs_reference
     assert len({s.color for s in SCENARIOS.values()}) == len(SCENARIOS)
-    with pytest.raises(ParameterError, match="one of S2, S3, S4, S5"):
+    with pytest.raises(ParameterError, match="one of S2, S3, S4, S5, S7"):
         get("S9")
 
 
@@ -60,12 +61,12 @@ def test_crafting_through_the_registry(setup):
             "S4": craft_mislabeled(model, params, x, y),
             "S5": craft_natural(model, params, x, y, feats["aux"])}
     for name, crafted in got.items():
-        assert isinstance(crafted.canary, InputCanary)
+        assert isinstance(crafted.canary, InputCanary) and SCENARIOS[name].input_canary
         assert torch.equal(crafted.canary.x, want[name].canary.x), name
         assert torch.equal(crafted.canary.y, want[name].canary.y), name
         assert torch.equal(crafted.canary.x[0], x.to(crafted.canary.x.dtype))   # z first
     dp = DPConfig(steps=5, sampling_rate=0.5, noise_multiplier=0.0, clip=2.0, lr=0.1)
     s2 = SCENARIOS["S2"].craft(CraftInputs(model=model, features=feats, init="zero", seed=1,
                                            dp=dp, options={"s2_coordinate": "least-update"}))
-    assert isinstance(s2.canary, GradientCanary)
+    assert isinstance(s2.canary, GradientCanary) and not SCENARIOS["S2"].input_canary
     assert sorted(s2.canary.g.abs().sum(1).tolist()) == [2.0, 2.0]      # +-C on one coordinate

@@ -78,7 +78,8 @@ def test_grid_is_the_base_grid_then_new_variations():
 def test_ablations_vary_one_knob_at_its_q_and_reuse_the_base_audit():
     natural = {"experiments": EXPERIMENTS, "scenarios": ["S2", "S3"], "target_epsilon": 4.0,
                "runs": 256, "repeats": 2}
-    ablations = {"experiment": "image", "repeats": 1, "clip": {"q": 1.0, "values": [1.0, 2.0]},
+    ablations = {"experiment": "image", "repeats": 1, "scenarios": ["S2", "S3"],
+                 "clip": {"q": 1.0, "values": [1.0, 2.0]},
                  "steps": {"q": 0.25, "values": [100, 500]}, "lr": {"q": 1.0, "values": [0.002]}}
     base = set(S.settings_from_config(natural))
     clip = S.ablation_settings(natural, ablations, "clip")
@@ -91,6 +92,9 @@ def test_ablations_vary_one_knob_at_its_q_and_reuse_the_base_audit():
     assert S.ablation_every(EXPERIMENTS["image"], 5) == 1
     with pytest.raises(ParameterError, match="ablation knob"):
         S.ablation_settings(natural, ablations, "runs")
+    # only the ablations' scenarios are ablated
+    only = S.ablation_settings(natural, {**ablations, "scenarios": ["S3"]}, "clip")
+    assert [(s.scenario, s.clip) for s in only] == [("S3", 1.0), ("S3", 2.0)]
 
 
 def test_switch_settings_name_whose_choice_each_is():

@@ -35,6 +35,7 @@ def slurm_config() -> dict:
     params["s1"].update(sampling_rates=[1.0], target_epsilons=[2], repeats=1)
     params["ratio_grid"].update(sampling_rates=[1.0], noise_multipliers=[3.0])
     params["natural"].update(scenarios=["S2", "S3"], device="auto", utility_runs=2)
+    params["ablations"]["scenarios"] = ["S2", "S3"]
     base_ablations(params, "image")
     return params
 

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from subaudit.engine import INPUT_SCORES, MLP, DPConfig, GradientCanary, InputCanary, Records
+from subaudit.engine import INPUT_SCORES, MLP, DPConfig, GradientCanary, InputCanary, Projection, Records
 from subaudit.io import read_csv, read_json, read_npz, write_npz
 from subaudit.scenarios import get as get_scenario
 from subaudit.validation import ParameterError
@@ -51,16 +51,24 @@ def audit_data(train: Records, target: int | None, scenario: str) -> Records:
 
 
 def save_canary(path: str | Path, canary: GradientCanary | InputCanary) -> None:
-    """One canary pair as .npz (atomic); an input canary with the name of its score."""
+    """One canary pair as .npz (atomic); an input canary with the name of its score (or the
+    direction of its :class:`Projection` score) and its trap, if any."""
     if isinstance(canary, GradientCanary):
         arrays = {"kind": np.array("gradient"), "g": canary.g.numpy()}
     else:
         names = {cls: name for name, cls in INPUT_SCORES.items()}
-        score = type(canary.score)
-        if score not in names:
-            raise ParameterError("canary score", score.__name__, "one of " + ", ".join(INPUT_SCORES))
-        arrays = {"kind": np.array("input"), "x": canary.x.numpy(), "y": canary.y.numpy(),
-                  "score": np.array(names[score])}
+        score = canary.score
+        arrays = {"kind": np.array("input"), "x": canary.x.numpy(), "y": canary.y.numpy()}
+        if isinstance(score, Projection):
+            arrays.update(score=np.array("projection"), direction=score.direction.numpy())
+        elif type(score) in names:
+            arrays["score"] = np.array(names[type(score)])
+        else:
+            raise ParameterError("canary score", type(score).__name__,
+                                 "one of " + ", ".join([*INPUT_SCORES, "a Projection"]))
+        for i, (layer, index, values) in enumerate(canary.trap):
+            arrays.update({f"trap{i}_layer": np.array(layer), f"trap{i}_index": index.numpy(),
+                           f"trap{i}_values": values.numpy()})
     write_npz(path, **arrays)
 
 
@@ -69,8 +77,14 @@ def load_canary(path: str | Path) -> GradientCanary | InputCanary:
     f = read_npz(path)
     if str(f["kind"]) == "gradient":
         return GradientCanary(torch.from_numpy(f["g"]))
+    name = str(f["score"])
+    score = (Projection(torch.from_numpy(f["direction"])) if name == "projection"
+             else INPUT_SCORES[name]())
+    trap = tuple((int(f[f"trap{i}_layer"]), torch.from_numpy(f[f"trap{i}_index"]),
+                  torch.from_numpy(f[f"trap{i}_values"]))
+                 for i in range(sum(k.endswith("_layer") for k in f)))
     return InputCanary(torch.from_numpy(f["x"]), torch.from_numpy(f["y"]).long(),
-                       scored_by=INPUT_SCORES[str(f["score"])]())
+                       scored_by=score, trap=trap)
 
 
 def load_setting(

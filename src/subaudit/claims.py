@@ -23,13 +23,15 @@ import pandas as pd
 
 from subaudit.tables import EPS_AR, EPS_GROUP, EPS_S
 
-__all__ = ["CLAIMS", "Claim", "Evidence", "STATUS_CODES", "Verdict", "compare", "final_audits",
-           "judge_all"]
+__all__ = ["CLAIMS", "INPUT_SCENARIOS", "PAPER_SCENARIOS", "Claim", "Evidence", "STATUS_CODES",
+           "Verdict", "compare", "final_audits", "format_audit", "judge_all"]
 
 #: Verdicts and their codes in the metrics file (``dvc metrics diff`` compares numbers).
 STATUS_CODES = {"supported": 1, "cannot tell": 0, "refuted": -1}
 
-#: Scenarios whose canary lives in input space (the rest: S2, a gradient canary).
+#: The paper's scenarios, which its claims are about (scenarios beyond it, S7, are shown in
+#: the figures and tables but judged by none of its claims), and its input-space canaries.
+PAPER_SCENARIOS = ("S2", "S3", "S4", "S5")
 INPUT_SCENARIOS = ("S3", "S4", "S5")
 
 
@@ -109,9 +111,16 @@ def _fmt(x: float) -> str:
     return "n/a" if not np.isfinite(x) else f"{x:.3g}"
 
 
+def format_audit(mean: float, se: float) -> str:
+    """An audit as text: mean ± 2 s.e. over repeats, or "(1 repeat)" without an error estimate
+    (``se`` NaN)."""
+    if not np.isfinite(mean):
+        return "n/a"
+    return f"{mean:.3g} ± {2 * se:.2g}" if np.isfinite(se) else f"{mean:.3g} (1 repeat)"
+
+
 def _audit(row: Mapping[str, Any]) -> str:
-    se = row["se"]
-    return _fmt(row["epsilon"]) + (f" ± {_fmt(2 * se)}" if np.isfinite(se) else " (1 repeat)")
+    return format_audit(row["epsilon"], row["se"])
 
 
 # --------------------------------------------------------------------------- the claims
@@ -172,7 +181,7 @@ def _natural(ev: Evidence) -> tuple[str, str, dict[str, float]]:
     statuses, parts, numbers = [], [], {}
     for name in figs:
         f = final_audits(ev.table(name), ev.estimator)
-        top = f[f["q"] == f["q"].max()].set_index("scenario")
+        top = f[(f["q"] == f["q"].max()) & f["scenario"].isin(PAPER_SCENARIOS)].set_index("scenario")
         if "S2" not in top.index:
             statuses.append("cannot tell")
             parts.append(f"{name}: no S2 audit")

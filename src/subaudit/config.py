@@ -62,6 +62,7 @@ def validate_params(params: Mapping[str, Any], source: str = "params.yaml") -> N
         _check_natural(params, source)
         _check_one_run(params, source)
         _check_ablations(params, source)
+        _check_reconstruction(params, source)
         return
     err = jsonschema.exceptions.best_match(errors)
     key = _key_path(err)
@@ -110,6 +111,10 @@ def _check_natural(params: Mapping[str, Any], source: str) -> None:
     experiments = natural["experiments"]
     for name, exp in experiments.items():
         key = f"natural.experiments.{name}"
+        if "S7" in natural["scenarios"] and len(exp["hidden"]) > 1:
+            raise _invalid(source, f"{key}.hidden", exp["hidden"],
+                           "[] or one hidden layer while natural.scenarios has S7 (its trap units "
+                           "sit in the first of one hidden layer)")
         if exp.get("s5_pool", 0) > exp["n_aux"]:
             raise _invalid(source, f"{key}.s5_pool", exp["s5_pool"],
                            f"at most n_aux = {exp['n_aux']} (S5 searches the auxiliary records)")
@@ -171,6 +176,19 @@ def _check_one_run(params: Mapping[str, Any], source: str) -> None:
                        f"at most n_aux = {n_aux} of experiment {one['experiment']} (label canaries)")
 
 
+def _check_reconstruction(params: Mapping[str, Any], source: str) -> None:
+    """The reconstruction reads an image experiment's split (raw pixels)."""
+    from subaudit.data import SOURCES
+
+    rec, experiments = params["reconstruction"], params["natural"]["experiments"]
+    images = [n for n, e in experiments.items() if e["source"] in SOURCES
+              and SOURCES[e["source"]].family == "image"]
+    if rec["experiment"] is not None and rec["experiment"] not in images:
+        raise _invalid(source, "reconstruction.experiment", rec["experiment"],
+                       "an image experiment of natural.experiments (" + (", ".join(images) or "none")
+                       + ") or null")
+
+
 def _check_ablations(params: Mapping[str, Any], source: str) -> None:
     """The ablations: an existing experiment, R' values the base audits hold (even, so each
     world has half), and T values whose scaled scoring interval fits."""
@@ -181,6 +199,10 @@ def _check_ablations(params: Mapping[str, Any], source: str) -> None:
     if abl["experiment"] not in natural["experiments"]:
         raise _invalid(source, "ablations.experiment", abl["experiment"],
                        "one of " + ", ".join(natural["experiments"]))
+    for i, name in enumerate(abl["scenarios"]):
+        if name not in natural["scenarios"]:
+            raise _invalid(source, f"ablations.scenarios[{i}]", name,
+                           "one of natural.scenarios: " + ", ".join(natural["scenarios"]))
     for i, r in enumerate(abl["runs"]):
         if r % 2 or r > natural["runs"]:
             raise _invalid(source, f"ablations.runs[{i}]", r,

@@ -370,15 +370,23 @@ class Canary(ABC):
         """The canary with its records on ``device`` in ``dtype``."""
         return self
 
+    def initialise(self, params: list[torch.Tensor]) -> None:
+        """Set what the canary needs in every run's initial parameters (R, *shape), in place
+        (a privacy-backdoor canary's trap); the default sets nothing."""
+        return None
+
 
 @dataclass(frozen=True)
 class InputCanary(Canary):
     """Records ``z = (x[0], y[0])`` (bit 1) and ``z' = (x[1], y[1])`` (bit 0); scored by
-    :class:`LogitDifference` unless ``scored_by`` says otherwise."""
+    :class:`LogitDifference` unless ``scored_by`` says otherwise.  ``trap``: initial values
+    (parameter tensor, flat indices, values) written into every run's initialisation, the
+    crafted model of a privacy-backdoor canary (the same in both worlds)."""
 
     x: torch.Tensor
     y: torch.Tensor
     scored_by: Score | None = None
+    trap: tuple[tuple[int, torch.Tensor, torch.Tensor], ...] = ()
 
     def input_rows(self) -> tuple[torch.Tensor, torch.Tensor]:
         return self.x[None], self.y[None]
@@ -394,6 +402,11 @@ class InputCanary(Canary):
 
     def to(self, device: torch.device, dtype: torch.dtype) -> InputCanary:
         return replace(self, x=self.x.to(device, dtype), y=self.y.to(device, torch.long))
+
+    def initialise(self, params: list[torch.Tensor]) -> None:
+        for layer, index, values in self.trap:
+            flat = params[layer].view(params[layer].shape[0], -1)
+            flat[:, index.to(flat.device)] = values.to(flat.device, flat.dtype)
 
 
 @dataclass(frozen=True)
@@ -832,7 +845,7 @@ def span_basis(model: MLP, data: Records, canary: Canary | None) -> torch.Tensor
     vecs = [data.x.detach().double().cpu()]
     if canary is not None:
         score = canary.score
-        if type(canary) not in (InputCanary, GradientCanary) or \
+        if type(canary) not in (InputCanary, GradientCanary) or getattr(canary, "trap", ()) or \
                 type(score) not in (LogitDifference, LogOddsDifference, Projection):
             return None
         rows = canary.input_rows()
@@ -1042,6 +1055,8 @@ def _train_chunk(
     keep = torch.as_tensor(np.flatnonzero(real)).to(dev)
 
     params = init_params(s.full, streams, init, dt)
+    if s.canary is not None:
+        s.canary.initialise(params)
     if s.basis is not None:
         params[0] = (params[0].double() @ s.basis).to(dt)
     params = [p.to(dev) for p in params]

@@ -33,11 +33,14 @@ PLOT_KINDS: dict[str, str] = {
                 "per value of the ablated knob (clip bound, steps, learning rate)",
     "epsilon-vs-runs": "final-step audited epsilon against the number of runs R', with the "
                        "finite-R and final-iterate ceilings and the accountants, per q",
+    "reconstruction": "trap units capturing one image, several or none against the construction's "
+                      "prediction, and recovered training images beside their originals",
 }
 
 #: What a figure reads: the S1 audit, the ratio grid, one experiment's audits, the
-#: one-run audits (params.yaml ``one_run``) or the ablations (params.yaml ``ablations``).
-INPUTS = ("s1", "ratio_grid", "experiment", "one_run", "ablation")
+#: one-run audits (params.yaml ``one_run``), the ablations (params.yaml ``ablations``) or
+#: the data-trap reconstruction (params.yaml ``reconstruction``).
+INPUTS = ("s1", "ratio_grid", "experiment", "one_run", "ablation", "reconstruction")
 
 
 @dataclass(frozen=True)
@@ -77,15 +80,15 @@ FIGURES: dict[str, Figure] = {f.name: f for f in (
     Figure("fig2", "epsilon-vs-target", "s1", iclr="Figure 1", arxiv="Figure 2",
            caption="S1 worst-case dataset canaries against the accountants"),
     Figure("fig3", "epsilon-vs-step", "experiment", experiment="image", iclr="Figure 2",
-           arxiv="Figure 3", caption="natural-data audits S2-S5, fine-tuned image head"),
+           arxiv="Figure 3", caption="natural-data audits, fine-tuned image head"),
     Figure("fig4", "epsilon-vs-step", "experiment", experiment="tabular", iclr="Figure 3",
-           arxiv="Figure 4", caption="natural-data audits S2-S5, MLP trained from scratch"),
+           arxiv="Figure 4", caption="natural-data audits, MLP trained from scratch"),
     Figure("figA1", "utility", "experiment", experiment="image", iclr="Figure A1",
            arxiv="Figure A1", caption="test accuracy with and without the canary"),
     Figure("figA5", "ratio-grid", "ratio_grid", iclr="Figure A5", arxiv="Figure A5",
            caption="eps_S / eps_AR over q and sigma at the same delta"),
     Figure("figA6", "epsilon-vs-step", "experiment", experiment="text", iclr="Figure A6",
-           arxiv="Figure A6", caption="natural-data audits S2-S5, fine-tuned text head"),
+           arxiv="Figure A6", caption="natural-data audits, fine-tuned text head"),
     Figure("fig5", "epsilon-vs-runs", "ablation", iclr="Figure 4", arxiv="Figure 5",
            caption="effect of the number of runs R on the audit, final step"),
     Figure("figA2", "ablation", "ablation", knob="clip", iclr="Figure A2", arxiv="Figure A2",
@@ -96,6 +99,9 @@ FIGURES: dict[str, Figure] = {f.name: f for f in (
            caption="effect of the learning rate on the audits S2-S5"),
     Figure("one-run", "one-run", "one_run",
            caption="one-run audits (m canaries, one training) beside R-run audits and the ceiling"),
+    Figure("reconstruction", "reconstruction", "reconstruction",
+           caption="data-trap reconstruction: training images read back from a crafted model's "
+                   "weight change (beyond the paper)"),
 )}
 
 
@@ -108,12 +114,14 @@ def experiment_figure(experiment: str) -> Figure:
                   caption=f"natural-data audits of experiment {experiment}")
 
 
-def figures_for(experiments: Iterable[str]) -> list[Figure]:
+def figures_for(experiments: Iterable[str], reconstruction: bool = True) -> list[Figure]:
     """The figures of a configuration: S1, the ratio grid, the one-run audits and the
-    ablations, each experiment's epsilon-vs-step figure, and the registered figures of its
-    experiments, by name."""
+    ablations, the data-trap reconstruction (unless ``reconstruction`` is False), each
+    experiment's epsilon-vs-step figure, and the registered figures of its experiments, by
+    name."""
     names = list(experiments)
-    out = {f.name: f for f in FIGURES.values() if f.experiment is None or f.experiment in names}
+    out = {f.name: f for f in FIGURES.values() if (f.experiment is None or f.experiment in names)
+           and (reconstruction or f.inputs != "reconstruction")}
     for exp in names:
         fig = experiment_figure(exp)
         out[fig.name] = fig

@@ -14,6 +14,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
@@ -295,10 +296,40 @@ def one_run(table: pd.DataFrame, title: str) -> plt.Figure:
     return fig
 
 
+def reconstruction(table: pd.DataFrame, pairs: list[tuple[np.ndarray, np.ndarray, str]],
+                   title: str, shape: tuple[int, ...]) -> plt.Figure:
+    """Data-trap reconstruction: trap outcomes against the construction's prediction (bars),
+    and recovered images beside their originals (``pairs``: recovered, original, caption;
+    flat images of ``shape``, (H, W) grey or (H, W, 3) colour, pixels in [0, 1])."""
+    _theme()
+    cols = max(len(pairs), 1)
+    fig = plt.figure(figsize=(max(_MIN_WIDTH, 1.4 * cols), 8.5))
+    grid = fig.add_gridspec(3, cols, height_ratios=[2.4, 1, 1], hspace=0.55)
+    ax = fig.add_subplot(grid[0, :])
+    sns.barplot(data=table, x="outcome", y="units", hue="source", ax=ax,
+                palette=["#4c72b0", "#dd8452", "#55a868"])
+    ax.set_xlabel("trap outcome after fine-tuning")
+    ax.set_ylabel("trap units (count)")
+    ax.legend(title=None, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=3, frameon=False)
+    ax.set_title(title)
+    for i, (rec, orig, caption) in enumerate(pairs):
+        for row, (img, label) in enumerate(((rec, "recovered"), (orig, "original"))):
+            a = fig.add_subplot(grid[1 + row, i])
+            a.imshow(np.clip(img, 0, 1).reshape(shape), cmap="gray" if len(shape) == 2 else None,
+                     vmin=0, vmax=1)
+            a.set_xticks([])
+            a.set_yticks([])
+            a.set_xlabel(caption if row else "", fontsize=7)
+            if i == 0:
+                a.set_ylabel(label)
+    return fig
+
+
 #: Renderers by plot kind (subaudit.figure_registry.PLOT_KINDS).
 PLOTS = {"epsilon-vs-target": epsilon_vs_target, "epsilon-vs-step": epsilon_vs_step,
          "ratio-grid": ratio_grid, "utility": utility, "one-run": one_run,
-         "ablation": epsilon_vs_step, "epsilon-vs-runs": epsilon_vs_runs}
+         "ablation": epsilon_vs_step, "epsilon-vs-runs": epsilon_vs_runs,
+         "reconstruction": reconstruction}
 
 __all__ = ["PANEL_LABELS", "PLOTS", "epsilon_vs_runs", "epsilon_vs_step", "epsilon_vs_target",
-           "one_run", "ratio_grid", "save", "utility"]
+           "one_run", "ratio_grid", "reconstruction", "save", "utility"]

@@ -19,7 +19,7 @@ import pandas as pd
 
 from subaudit import accounting
 from subaudit.ceilings import final_iterate_epsilon
-from subaudit.claims import CLAIMS, Evidence, final_audits, judge_all
+from subaudit.claims import CLAIMS, Evidence, final_audits, format_audit, judge_all
 from subaudit.estimation import ESTIMATORS, finite_r_ceiling
 from subaudit.figures import PANEL_LABELS
 from subaudit.scenarios import SCENARIOS
@@ -51,12 +51,6 @@ class Report:
         self.blocks.append((kind, content))
 
 
-def _pm(mean: float, se: float) -> str:
-    if not np.isfinite(mean):
-        return "n/a"
-    return f"{mean:.3g} ± {2 * se:.2g}" if np.isfinite(se) else f"{mean:.3g}"
-
-
 def final_step_table(table: pd.DataFrame, estimator: str, runs: int, delta: float, alpha: float,
                      panel: str = "q") -> pd.DataFrame:
     """A natural-data or ablation figure's final step, one row per (panel value, scenario):
@@ -74,7 +68,7 @@ def final_step_table(table: pd.DataFrame, estimator: str, runs: int, delta: floa
             cache[key] = (group, final_iterate_epsilon(*key, delta, "substitute"))
         group, ceiling = cache[key]
         rows.append({PANEL_LABELS[panel]: f"{r[panel]:g}", "scenario": SCENARIOS[r["scenario"]].title,
-                     f"audit ({estimator})": _pm(r["epsilon"], r["se"]),
+                     f"audit ({estimator})": format_audit(r["epsilon"], r["se"]),
                      "repeats": int(r["n_repeats"]), "eps_AR": f"{r['eps_AR']:.3g}",
                      "eps_S (accountant)": f"{r['eps_S']:.3g}",
                      "eps_S (group privacy)": f"{group:.3g}",
@@ -94,7 +88,7 @@ def _s1_table(table: pd.DataFrame, estimator: str) -> pd.DataFrame:
         au = audit.loc[(q, target)] if (q, target) in audit.index else None
         se = au["se"] if au is not None and au["n_repeats"] > 1 else np.nan
         rows.append({"q": f"{q:g}", "target eps_S": f"{target:g}",
-                     f"audit ({estimator})": _pm(au["epsilon"], se) if au is not None else "n/a",
+                     f"audit ({estimator})": format_audit(au["epsilon"], se) if au is not None else "n/a",
                      "eps_AR": f"{a[EPS_AR]:.3g}", "eps_S (accountant)": f"{a[EPS_S]:.3g}",
                      "eps_S (group privacy)": f"{a[EPS_GROUP]:.3g}",
                      "final-iterate ceiling": f"{a[ceiling[0]]:.3g}" if ceiling else "n/a"})
@@ -108,7 +102,7 @@ def _runs_table(table: pd.DataFrame, estimator: str) -> pd.DataFrame:
     for (q, runs), d in audits.groupby(["q", "runs"], sort=False):
         row: dict[str, Any] = {"q": f"{q:g}", "R'": int(runs)}
         for _, r in d.sort_values("scenario").iterrows():
-            row[r["scenario"]] = _pm(r["epsilon"], r["se"] if r["n_repeats"] > 1 else np.nan)
+            row[r["scenario"]] = format_audit(r["epsilon"], r["se"] if r["n_repeats"] > 1 else np.nan)
         ceil = finite[(finite["q"] == q) & (finite["runs"] == runs)]["epsilon"]
         row[f"finite-R ceiling ({estimator})"] = f"{float(ceil.iloc[0]):.3g}" if len(ceil) else "n/a"
         rows.append(row)
@@ -149,15 +143,17 @@ def build(tables: Mapping[str, pd.DataFrame], figures: Sequence[FigureInfo], *, 
         rep.add("img", (f"figures/{fig.name}.png", fig.caption))
         t = tables[fig.name]
         if fig.kind in ("epsilon-vs-step", "ablation"):
-            body = final_step_table(t, estimator, runs, delta, alpha, fig.panel)
-            final[fig.name] = {f"{r[PANEL_LABELS[fig.panel]]}_{r['scenario'].split()[0]}":
-                               float(r[f"audit ({estimator})"].split()[0])
-                               for _, r in body.iterrows()}
+            final[fig.name] = {f"{r[fig.panel]:g}_{r['scenario']}": float(r["epsilon"])
+                               for _, r in final_audits(t, estimator, fig.panel).iterrows()}
             rep.add("p", f"Final step, {estimator} estimator:")
-            rep.add("table", body)
+            rep.add("table", final_step_table(t, estimator, runs, delta, alpha, fig.panel))
         elif fig.kind == "epsilon-vs-target":
             rep.add("p", f"Final step, S1 canaries, {estimator} estimator:")
             rep.add("table", _s1_table(t, estimator))
+        elif fig.kind == "reconstruction":
+            rep.add("p", "Trap units by outcome, observed and predicted:")
+            rep.add("table", t.pivot(index="outcome", columns="source", values="units")
+                    .round(1).reset_index())
         elif fig.kind == "epsilon-vs-runs":
             rep.add("p", f"Final step against the runs R' of each audit, {estimator} estimator:")
             rep.add("table", _runs_table(t, estimator))

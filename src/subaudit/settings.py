@@ -274,8 +274,8 @@ def ablation_every(experiment: Mapping[str, Any], steps: int) -> int:
 def ablation_settings(natural: Mapping[str, Any], ablations: Mapping[str, Any],
                       knob: str) -> list[Setting]:
     """The settings of one ablation figure: the ablated experiment at the ablation's q, each
-    value of ``knob`` (and, for T, its scaled k), every scenario, ``ablations.repeats``
-    repeats; everything else as the base audit, so the base value reuses the base audit."""
+    value of ``knob`` (and, for T, its scaled k), the scenarios ``ablations.scenarios``,
+    ``ablations.repeats`` repeats; everything else as the base audit, so the base value reuses the base audit."""
     if knob not in ABLATED:
         raise ParameterError("ablation knob", knob, "one of " + ", ".join(ABLATED))
     exp = ablations["experiment"]
@@ -287,7 +287,7 @@ def ablation_settings(natural: Mapping[str, Any], ablations: Mapping[str, Any],
                                      knob: [value], "repeats": ablations["repeats"]}
         if knob == "steps":
             variation["every"] = [ablation_every(base, value)]
-        out += expand(natural["experiments"], natural["scenarios"], variation,
+        out += expand(natural["experiments"], ablations["scenarios"], variation,
                       target_epsilon=natural["target_epsilon"], runs=natural["runs"],
                       repeats=ablations["repeats"])
     return out
@@ -306,6 +306,7 @@ SEED_KEYS: dict[str, tuple[str, ...]] = {
     "utility": ("'natural", "experiment", "scenario", "'utility"),
     "s1": ("'s1", "q", "target_epsilon", "repeat"),
     "one-run": ("'one-run", "experiment", "kind", "q"),
+    "reconstruction": ("'reconstruction", "experiment"),
 }
 
 

@@ -177,6 +177,8 @@ def runs_table(final_acc: pd.DataFrame, audits: Iterable[Mapping[str, Any]],
     ceiling (substitute) of ``final_acc`` (the accountants at the final step), and per R'
     the finite-R ceiling of each estimator (:func:`subaudit.estimation.finite_r_ceiling`).
     """
+    finite = {(r, name): finite_r_ceiling(r // 2, r - r // 2, delta, alpha, name)
+              for r in runs for name in estimators}
     rows = []
     for acc in final_acc.to_dict("records"):
         base = {"q": acc["q"], "step": acc["step"], "sigma": acc["sigma"], "delta": delta}
@@ -189,7 +191,7 @@ def runs_table(final_acc: pd.DataFrame, audits: Iterable[Mapping[str, Any]],
             for name in estimators:
                 rows.append({**base, "runs": int(r), "series": FINITE_R.format(estimator=name),
                              "scenario": "", "estimator": name,
-                             "epsilon": finite_r_ceiling(r // 2, r - r // 2, delta, alpha, name),
+                             "epsilon": finite[(r, name)],
                              "se": 0.0, "n_repeats": 0})
     records = []
     for audit in audits:

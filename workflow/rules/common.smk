@@ -152,7 +152,7 @@ def crafting_options(exp, scenario):
 
 def canary_rate(wc):
     """The input canary's own Poisson rate (experiment canary_sampling_rate; None: the data's q)."""
-    if wc.scenario not in SCENARIOS or not SCENARIOS[wc.scenario].removes_target:
+    if wc.scenario not in SCENARIOS or not SCENARIOS[wc.scenario].input_canary:
         return None
     return EXPERIMENTS[wc.exp].get("canary_sampling_rate")
 
@@ -209,7 +209,7 @@ def utility_settings(name):
 
 # Figures (subaudit.figure_registry): S1, the ratio grid, each experiment's epsilon-vs-step
 # figure and its other registered figures (Fig A1's utility runs for image).
-FIGS = {f.name: f for f in figures_for(EXPERIMENTS)}
+FIGS = {f.name: f for f in figures_for(EXPERIMENTS, config["reconstruction"]["experiment"] is not None)}
 
 
 def figs(kind):

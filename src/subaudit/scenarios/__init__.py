@@ -4,10 +4,11 @@ A :class:`Scenario` says how its canary pair is crafted and what the workflow mu
 about it: its label and colour in figures, whether it needs the reference model (and so
 the target record), whether it is crafted per q (S2 replays the audit's own sampling),
 whether the target z is removed from the shared records D (an input canary stands in for
-it), whether Fig A1's utility runs include it, and which crafting options of
-params.yaml it reads (from its experiment, else from ``natural``; absent: None).  Adding a
-scenario is a module here with a ``SCENARIO`` entry, its line in :data:`SCENARIOS` and its
-tests.
+it), whether its canary is a record in input space (sampled like a record, at the
+experiment's ``canary_sampling_rate`` when set) rather than a gradient, whether Fig A1's
+utility runs include it, and which crafting options of params.yaml it reads (from its
+experiment, else from ``natural``; absent: None).  Adding a scenario is a module here
+with a ``SCENARIO`` entry, its line in :data:`SCENARIOS` and its tests.
 
 Nothing here imports torch: the workflow checks names against the registry while it
 parses, and crafting imports what it needs when it runs.
@@ -68,6 +69,7 @@ class Scenario:
     needs_reference: bool
     per_q: bool
     removes_target: bool
+    input_canary: bool
     in_utility: bool = False
     options: tuple[str, ...] = ()
 
@@ -83,9 +85,9 @@ class Scenario:
 
 
 def _registry() -> dict[str, Scenario]:
-    from subaudit.scenarios import s2, s3, s4, s5
+    from subaudit.scenarios import s2, s3, s4, s5, s7
 
-    return {m.SCENARIO.name: m.SCENARIO for m in (s2, s3, s4, s5)}
+    return {m.SCENARIO.name: m.SCENARIO for m in (s2, s3, s4, s5, s7)}
 
 
 #: Registered scenarios by name.

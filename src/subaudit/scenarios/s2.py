@@ -21,5 +21,5 @@ def craft(inputs: CraftInputs) -> Crafted:
 
 
 SCENARIO = Scenario(name="S2", label="crafted gradient", color="#d62728", craft=craft,
-                    needs_reference=False, per_q=True, removes_target=False, in_utility=True,
-                    options=("s2_coordinate",))
+                    needs_reference=False, per_q=True, removes_target=False, input_canary=False,
+                    in_utility=True, options=("s2_coordinate",))
