@@ -16,18 +16,19 @@ from subaudit.validation import ParameterError
 
 
 def test_registry_names_and_flags():
-    assert list(SCENARIOS) == ["S2", "S3", "S4", "S5", "S7"]
+    assert list(SCENARIOS) == ["S2", "S3", "S4", "S5", "S6", "S7"]
     assert [s.title for s in SCENARIOS.values()] == [
         "S2 crafted gradient", "S3 crafted input", "S4 crafted mislabeled",
-        "S5 adversarial natural", "S7 privacy backdoor"]
+        "S5 adversarial natural", "S6 metagradient substitute", "S7 privacy backdoor"]
     assert {n for n, s in SCENARIOS.items() if s.in_utility} == {"S2", "S3"}
-    assert {n for n, s in SCENARIOS.items() if s.per_q} == {"S2", "S7"}
-    assert {n for n, s in SCENARIOS.items() if s.input_canary} == {"S3", "S4", "S5", "S7"}
+    assert {n for n, s in SCENARIOS.items() if s.per_q} == {"S2", "S6", "S7"}
+    assert {n for n, s in SCENARIOS.items() if s.noisy} == {"S6"}
+    assert {n for n, s in SCENARIOS.items() if s.input_canary} == {"S3", "S4", "S5", "S6", "S7"}
     # an input canary stands in for the target, so it needs the reference's target
     for s in SCENARIOS.values():
         assert s.removes_target == s.needs_reference
     assert len({s.color for s in SCENARIOS.values()}) == len(SCENARIOS)
-    with pytest.raises(ParameterError, match="one of S2, S3, S4, S5, S7"):
+    with pytest.raises(ParameterError, match="one of S2, S3, S4, S5, S6, S7"):
         get("S9")
 
 
@@ -70,3 +71,19 @@ def test_crafting_through_the_registry(setup):
                                            dp=dp, options={"s2_coordinate": "least-update"}))
     assert isinstance(s2.canary, GradientCanary) and not SCENARIOS["S2"].input_canary
     assert sorted(s2.canary.g.abs().sum(1).tolist()) == [2.0, 2.0]      # +-C on one coordinate
+
+
+def test_s6_through_the_registry_is_the_metagradient_crafting(setup):
+    from subaudit.engine import LogOddsDifference
+    from subaudit.metagradient import craft_metagradient
+
+    model, feats, params = setup
+    dp = DPConfig(steps=4, sampling_rate=0.5, noise_multiplier=1.0, clip=2.0, lr=0.1)
+    options = {"s6_metasteps": 2, "s6_runs": 2, "s6_lr": 0.1, "s6_objective": "unrolled",
+               "s6_check_runs": 4, "input_score": "log-odds"}
+    got = SCENARIOS["S6"].craft(CraftInputs(model=model, features=feats, init="zero", seed=1, dp=dp,
+                                            reference=params, target=7, options=options))
+    want = craft_metagradient(model, feats, 7, params, dp, init="zero", seed=1, score=LogOddsDifference(),
+                              metasteps=2, runs=2, lr=0.1, check_runs=4)
+    assert got.scenario == "S6" and torch.equal(got.canary.x, want.canary.x) and got.info == want.info
+    assert isinstance(got.canary.score, LogOddsDifference)          # natural.input_score

@@ -45,6 +45,10 @@ def test_each_artifact_key_holds_exactly_its_knobs():
     assert S.path("shard", exp="image", scenario="S2", key=s.key("shard"), lo=0, hi=16) == (
         "results/natural/image/shards/S2_q1_C2_T100_k10_lr0.001_eps4_rep0/runs0-16.npz")
     assert SCENARIOS["S2"].canary_knobs() == ("q", "clip", "steps", "lr")
+    # S6 is crafted per q from the reference, against the calibrated noise: every knob of
+    # the training but R and the repeat
+    assert SCENARIOS["S6"].canary_knobs() == ("q", "clip", "steps", "every", "lr", "target_epsilon")
+    assert s.key("canary", SCENARIOS["S6"].canary_knobs()) == "q1_C2_T100_k10_lr0.001_eps4"
     for name in ("S3", "S4", "S5"):       # from the reference model only
         assert SCENARIOS[name].canary_knobs() == S.DEPENDS["reference"]
         # the paper's code: one minibatch reference per q, so S3-S5 are crafted per q

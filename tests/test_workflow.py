@@ -48,15 +48,20 @@ def test_default_targets_are_built(workdir):
     assert (a5["ratio"] > 1.0).all()
 
 
-def test_s7_and_the_reconstruction_are_built(workdir):
-    """S7 sits beside S2-S5 in every experiment's figure (not in the ablations), its canary
-    info reports the alignment; the reconstruction counts every trap unit once."""
+def test_s6_s7_and_the_reconstruction_are_built(workdir):
+    """S6 and S7 sit beside S2-S5 in every experiment's figure (not in the ablations); S7's
+    canary info reports the alignment, S6's its crafting at the calibrated noise; the
+    reconstruction counts every trap unit once."""
     for name in ("fig3", "figA6", "fig4"):
         table = pd.read_csv(workdir / f"results/figures/{name}.csv")
-        assert set(table["scenario"].dropna()) == {"S2", "S3", "S4", "S5", "S7"}
-    assert "S7" not in set(pd.read_csv(workdir / "results/figures/figA2.csv")["scenario"].dropna())
+        assert set(table["scenario"].dropna()) == {"S2", "S3", "S4", "S5", "S6", "S7"}
+    ablated = set(pd.read_csv(workdir / "results/figures/figA2.csv")["scenario"].dropna())
+    assert not ablated & {"S6", "S7"}
     info = json.loads((workdir / "results/natural/tabular/canaries/S7_q0.5_C5_T4_k2_lr0.01.json").read_text())
     assert info["scenario"] == "S7" and info["alignment_start"] > 0.9 and len(info["alignment_per_step"]) == 5
+    s6 = json.loads((workdir / "results/natural/tabular/canaries/S6_q0.5_C5_T4_k2_lr0.01_eps4.json").read_text())
+    assert s6["scenario"] == "S6" and s6["domain"] == "one-hot" and len(s6["objective_per_metastep"]) == 2
+    assert s6["kept"] in ("optimised", "start") and s6["label_prime"] != s6["label"]
     rec = pd.read_csv(workdir / "results/figures/reconstruction.csv")
     assert rec.groupby("source")["units"].sum().round(6).tolist() == [16.0] * 3
     units = pd.read_csv(workdir / "results/reconstruction/reconstruction_units.csv")
@@ -96,7 +101,7 @@ def test_natural_audits_are_built(workdir):
     params = tiny()
     fig3 = pd.read_csv(workdir / "results/figures/fig3.csv")
     audits = fig3[fig3["scenario"].notna()]
-    assert set(audits["scenario"]) == {"S2", "S3", "S4", "S5", "S7"}
+    assert set(audits["scenario"]) == {"S2", "S3", "S4", "S5", "S6", "S7"}
     assert set(audits["estimator"]) == {"auc", "paper"}
     assert set(fig3["step"]) == {2, 4}
     acc = fig3[fig3["series"] == "eps_S (accounting)"]
@@ -146,10 +151,10 @@ def test_param_change_reruns_only_dependent_jobs(workdir):
         params["s1"]["runs_per_world"] = 500
         params["alpha"] = 0.1
         write_params(workdir, params)
-        # S1 estimates (one job per q), 15 natural ones (3 experiments x 5 scenarios) and 12 of
+        # S1 estimates (one job per q), 18 natural ones (3 experiments x 6 scenarios) and 12 of
         # the ablations (one new value of each of C, T and lr x 4 scenarios), the one-run
         # audits (one job per canary kind), the figures drawn from them and the report
-        assert job_counts(workdir) == {"all": 1, "estimate_s1": 2, "estimate_natural": 27,
+        assert job_counts(workdir) == {"all": 1, "estimate_s1": 2, "estimate_natural": 30,
                                        "epsilon_vs_target": 1, "epsilon_vs_step": 3,
                                        "one_run": 2, "one_run_figure": 1, "ablation_figure": 3,
                                        "runs_figure": 1, "report": 1}
@@ -169,24 +174,25 @@ def test_param_change_reruns_only_dependent_jobs(workdir):
         params["s1"]["sampling_rates"] = [1.0, 0.25]
         params["natural"]["experiments"]["image"]["sampling_rates"] = [1.0, 0.5]
         write_params(workdir, params)
-        # one new q: its S2 and S7 canaries, 5 scenarios x 2 shards, merged estimates and the
+        # one new q: its S2, S6 and S7 canaries, 6 scenarios x 2 shards, merged estimates and the
         # figure; features, reference model and S3-S5 canaries are untouched, and the calibration
         # at (q 0.5, T 4, k 2, eps 4) is the tabular experiment's, already there; Fig 5 takes
         # the new q's audits, the ablations (at q = 1) are untouched
-        assert job_counts(workdir) == {"all": 1, "craft": 2, "train_shard": 10,
-                                       "estimate_natural": 5, "epsilon_vs_step": 1,
+        assert job_counts(workdir) == {"all": 1, "craft": 3, "train_shard": 12,
+                                       "estimate_natural": 6, "epsilon_vs_step": 1,
                                        "one_run": 2, "one_run_figure": 1, "runs_figure": 1,
                                        "report": 1}
 
         params["natural"]["experiments"]["image"]["sampling_rates"] = [1.0]
         params["natural"]["target_epsilon"] = 5.0
         write_params(workdir, params)
-        # a new noise level retrains every shard but never recomputes features or canaries
+        # a new noise level retrains every shard but recomputes neither features nor the
+        # canaries crafted without noise; S6, crafted against the noise, is crafted again
         counts = job_counts(workdir)
-        assert "features" not in counts and "craft" not in counts
-        # (2 shards x 5 scenarios x 3 experiments, and x 4 scenarios x 3 ablation values of C, T
+        assert "features" not in counts and counts["craft"] == 3       # S6 of each experiment
+        # (2 shards x 6 scenarios x 3 experiments, and x 4 scenarios x 3 ablation values of C, T
         # and lr)
-        assert "reference" not in counts and counts["train_shard"] == 2 * 5 * 3 + 2 * 4 * 3
+        assert "reference" not in counts and counts["train_shard"] == 2 * 6 * 3 + 2 * 4 * 3
     finally:
         write_params(workdir, tiny())
     assert job_counts(workdir) == {}
@@ -232,8 +238,8 @@ def test_reproduction_switches_run_the_papers_code_choices(tmp_path):
     write_params(wd, params)
     counts = job_counts(wd)
     # references at (q 1, T 4, lr 0.01), (q 0.5), (T 8) and (lr 0.02); S3-S5 on each, S2 at
-    # five settings, S7 at the two base ones (the ablations are S2-S5)
-    assert counts["reference"] == 4 and counts["craft"] == 3 * 4 + 5 + 2
+    # five settings, S6 and S7 at the two base ones (the ablations are S2-S5)
+    assert counts["reference"] == 4 and counts["craft"] == 3 * 4 + 5 + 2 * 2
     proc = snakemake(wd)
     assert proc.returncode == 0, proc.stderr[-3000:]
     ref = json.loads((wd / "results/natural/image/reference/q0.5_T4_k2_lr0.01.json").read_text())
@@ -288,8 +294,8 @@ def test_report_verdicts_follow_the_numbers(workdir):
         ("natural", "runs", 31, "natural.runs = 31"),
         ("natural", "variations", [{"experiments": ["audio"], "clip": [1.0]}],
          "natural.variations[0].experiments[0] = 'audio' is invalid; allowed: one of image"),
-        ("natural", "variations", [{"scenarios": ["S6"]}],
-         "natural.variations[0].scenarios[0] = 'S6' is invalid"),
+        ("natural", "variations", [{"scenarios": ["S9"]}],
+         "natural.variations[0].scenarios[0] = 'S9' is invalid"),
         ("natural", "variations", [{"every": [8]}], "natural.variations[0].every = 8"),
         ("natural", "variations", [{"clip": [0.0]}], "natural.variations[0].clip[0] = 0.0"),
         ("one_run", "experiment", "audio",

@@ -29,7 +29,7 @@ __all__ = ["CLAIMS", "INPUT_SCENARIOS", "PAPER_SCENARIOS", "Claim", "Evidence", 
 #: Verdicts and their codes in the metrics file (``dvc metrics diff`` compares numbers).
 STATUS_CODES = {"supported": 1, "cannot tell": 0, "refuted": -1}
 
-#: The paper's scenarios, which its claims are about (scenarios beyond it, S7, are shown in
+#: The paper's scenarios, which its claims are about (scenarios beyond it, S6 and S7, are shown in
 #: the figures and tables but judged by none of its claims), and its input-space canaries.
 PAPER_SCENARIOS = ("S2", "S3", "S4", "S5")
 INPUT_SCENARIOS = ("S3", "S4", "S5")

@@ -115,6 +115,10 @@ def _check_natural(params: Mapping[str, Any], source: str) -> None:
             raise _invalid(source, f"{key}.hidden", exp["hidden"],
                            "[] or one hidden layer while natural.scenarios has S7 (its trap units "
                            "sit in the first of one hidden layer)")
+        if "S6" in natural["scenarios"] and natural["s6_objective"] == "linearised" and exp["hidden"]:
+            raise _invalid(source, "natural.s6_objective", natural["s6_objective"],
+                           f"unrolled while natural.scenarios has S6 and {key} has hidden layers "
+                           "(the linearised objective is for linear heads)")
         if exp.get("s5_pool", 0) > exp["n_aux"]:
             raise _invalid(source, f"{key}.s5_pool", exp["s5_pool"],
                            f"at most n_aux = {exp['n_aux']} (S5 searches the auxiliary records)")

@@ -130,9 +130,11 @@ def depends(artifact: str, reference: str = "full-batch") -> tuple[str, ...]:
     return knobs
 
 
-def canary_knobs(per_q: bool, needs_reference: bool, reference: str = "full-batch") -> tuple[str, ...]:
-    """Knobs a scenario's canary depends on: its own crafting run (per q) and the reference."""
-    own = ("q", "clip", "steps", "lr") if per_q else ()
+def canary_knobs(per_q: bool, needs_reference: bool, reference: str = "full-batch",
+                 noisy: bool = False) -> tuple[str, ...]:
+    """Knobs a scenario's canary depends on: its own crafting run (per q), the calibrated
+    noise it is crafted against (``noisy``) and the reference."""
+    own = (("q", "clip", "steps", "lr") if per_q else ()) + (DEPENDS["calibration"] if noisy else ())
     ref = depends("reference", reference) if needs_reference else ()
     return tuple(k for k in KNOBS if k in own or k in ref)
 

@@ -158,11 +158,14 @@ def canary_rate(wc):
 
 
 def craft_inputs(wc):
-    """Features, and the reference model and target for scenarios that need them."""
+    """Features; the reference model and target for scenarios that need them; the calibrated
+    sigma for scenarios crafted against the noise."""
     out = {"features": S.path("features", exp=wc.exp)}
     if SCENARIOS[wc.scenario].needs_reference:
         out["reference"] = artifact("reference", wc)
         out["target"] = artifact("target", wc)
+    if SCENARIOS[wc.scenario].noisy:
+        out["calibration"] = artifact("calibration", wc)
     return out
 
 

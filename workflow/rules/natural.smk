@@ -39,7 +39,7 @@ rule reference:
 
 
 rule craft:
-    """A scenario's canary pair (the paper's Algorithms 2-5), through the scenario registry."""
+    """A scenario's canary pair (the paper's Algorithms 2-5 and beyond), through the scenario registry."""
     input:
         unpack(craft_inputs),
     output:
@@ -51,6 +51,7 @@ rule craft:
         init=knob("init"),
         knobs=lambda wc: S.parse_key(wc.key, SCENARIOS[wc.scenario].canary_knobs(REF)),
         options=lambda wc: crafting_options(wc.exp, wc.scenario),
+        canary_q=lambda wc: canary_rate(wc) if SCENARIOS[wc.scenario].noisy else None,
         seed=seed("canary"),
     log:
         "logs/natural/{exp}/craft_{scenario}_{key}.log",

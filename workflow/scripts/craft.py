@@ -6,7 +6,7 @@ from subaudit import logs
 from subaudit.devices import use_threads
 from subaudit.audit import load_features, model_for, save_canary
 from subaudit.engine import DPConfig
-from subaudit.io import read_json, read_npz, write_json
+from subaudit.io import read_csv, read_json, read_npz, write_json
 from subaudit.scenarios import CraftInputs, get
 
 log = logs.to_file(snakemake.log[0])
@@ -17,8 +17,9 @@ model = model_for(feats, p.hidden)
 inputs = dict(model=model, features=feats, init=p.init, seed=p.seed, options=p.options)
 if scenario.per_q:
     k = p.knobs
-    inputs["dp"] = DPConfig(steps=k["steps"], sampling_rate=k["q"], noise_multiplier=0.0,
-                            clip=k["clip"], lr=k["lr"], optimizer=p.optimizer)
+    sigma = float(read_csv(snakemake.input.calibration)["sigma"].iloc[0]) if scenario.noisy else 0.0
+    inputs["dp"] = DPConfig(steps=k["steps"], sampling_rate=k["q"], noise_multiplier=sigma,
+                            clip=k["clip"], lr=k["lr"], optimizer=p.optimizer, canary_sampling_rate=p.canary_q)
 if scenario.needs_reference:
     ref = read_npz(snakemake.input.reference)
     inputs["reference"] = [torch.from_numpy(ref[f"p{i}"]) for i in range(len(ref))]

@@ -5,10 +5,12 @@ about it: its label and colour in figures, whether it needs the reference model 
 the target record), whether it is crafted per q (S2 replays the audit's own sampling),
 whether the target z is removed from the shared records D (an input canary stands in for
 it), whether its canary is a record in input space (sampled like a record, at the
-experiment's ``canary_sampling_rate`` when set) rather than a gradient, whether Fig A1's
-utility runs include it, and which crafting options of params.yaml it reads (from its
-experiment, else from ``natural``; absent: None).  Adding a scenario is a module here
-with a ``SCENARIO`` entry, its line in :data:`SCENARIOS` and its tests.
+experiment's ``canary_sampling_rate`` when set) rather than a gradient, whether it is
+crafted against the audit's calibrated noise (``noisy``: per q, and its canary depends on
+the calibration's knobs too), whether Fig A1's utility runs include it, and which crafting
+options of params.yaml it reads (from its experiment, else from ``natural``; absent: None).
+Adding a scenario is a module here with a ``SCENARIO`` entry, its line in :data:`SCENARIOS`
+and its tests.
 
 Nothing here imports torch: the workflow checks names against the registry while it
 parses, and crafting imports what it needs when it runs.
@@ -36,10 +38,11 @@ __all__ = ["SCENARIOS", "CraftInputs", "Scenario", "get"]
 class CraftInputs:
     """What a scenario's crafting may use.
 
-    ``dp`` carries the audit's q, C, lr, T and optimiser (noise 0) for scenarios crafted
-    per q; ``reference`` and ``target`` are the reference model's final parameters and
-    the target record's index for scenarios that need them; ``options`` are the
-    scenario's crafting options from params.yaml.
+    ``dp`` carries the audit's q, C, lr, T and optimiser for scenarios crafted per q, at
+    noise 0, or at the calibrated noise multiplier for ``noisy`` scenarios; ``reference``
+    and ``target`` are the reference model's final parameters and the target record's
+    index for scenarios that need them; ``options`` are the scenario's crafting options
+    from params.yaml.
     """
 
     model: MLP
@@ -72,11 +75,15 @@ class Scenario:
     input_canary: bool
     in_utility: bool = False
     options: tuple[str, ...] = ()
+    noisy: bool = False
+
+    def __post_init__(self) -> None:
+        assert self.per_q or not self.noisy, "a scenario crafted against the noise is crafted per q"
 
     def canary_knobs(self, reference: str = "full-batch") -> tuple[str, ...]:
         """Knobs the canary depends on (its path key; :mod:`subaudit.settings`) under the
         ``reference`` choice (natural.reference)."""
-        return canary_knobs(self.per_q, self.needs_reference, reference)
+        return canary_knobs(self.per_q, self.needs_reference, reference, self.noisy)
 
     @property
     def title(self) -> str:
@@ -85,9 +92,9 @@ class Scenario:
 
 
 def _registry() -> dict[str, Scenario]:
-    from subaudit.scenarios import s2, s3, s4, s5, s7
+    from subaudit.scenarios import s2, s3, s4, s5, s6, s7
 
-    return {m.SCENARIO.name: m.SCENARIO for m in (s2, s3, s4, s5, s7)}
+    return {m.SCENARIO.name: m.SCENARIO for m in (s2, s3, s4, s5, s6, s7)}
 
 
 #: Registered scenarios by name.
