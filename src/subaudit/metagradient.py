@@ -125,7 +125,7 @@ def _step(params: list[torch.Tensor], moments: list[torch.Tensor], t: int, data:
         weight = (torch.arange(order.shape[1])[None, :] < counts[:, None]).to(dt)
         g = _group_sum(params, data.x[order], onehot[order], weight, dp.clip, False)
     gc = _group_sum(params, xc[:, None, :], onehot_c[:, None, :], masks[:, n:].to(dt), dp.clip, False)
-    R, std = params[0].shape[0], dp.noise_multiplier * dp.clip
+    std = dp.noise_multiplier * dp.clip
     sizes = [math.prod(p.shape[1:]) for p in params]
     parts = torch.split(noise, sizes, dim=1)
     grads = [(a + b + std * e.reshape(a.shape)) * scale for a, b, e in zip(g, gc, parts)]
@@ -139,11 +139,11 @@ def _step(params: list[torch.Tensor], moments: list[torch.Tensor], t: int, data:
     tiny = torch.finfo(dt).tiny        # sqrt'(0) is infinite: a coordinate no gradient reached
     new = [p - (dp.lr / c1) * mi / ((vi + tiny).sqrt() / c2 + dp.eps)
            for p, mi, vi in zip(params, m, v)]
-    del R
     return new, m + v
 
 
 def _rates(dp: DPConfig, n_records: int) -> float | torch.Tensor:
+    """Poisson rate of each record (the canary, record n, at its own rate when it has one)."""
     q_canary = dp.sampling_rate if dp.canary_sampling_rate is None else dp.canary_sampling_rate
     if q_canary == dp.sampling_rate:
         return dp.sampling_rate
