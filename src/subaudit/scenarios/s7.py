@@ -6,8 +6,10 @@ there; runs are scored by the parameter change along that direction.
 A linear head gets the feature-space pair (M e_k, y) / (-M e_k, y) on its least-used
 feature k; a one-hidden-layer MLP on one-hot inputs gets two trap units tuned to the
 target's input (``subaudit.canaries.backdoor_trap``) and z' = (x, y') with S4's label.
-S2 is the idealised form of this canary, so S7 cannot beat it: the crafting info reports
-how close the construction comes (alignment per step, accuracy cost)."""
+S2 is the idealised form of this canary (a gradient injected on the least-updated
+coordinate); S7's direction is silent by construction, so it audits at least as high.  The
+crafting info reports how close the construction comes (alignment per step, accuracy
+cost)."""
 
 from __future__ import annotations
 
