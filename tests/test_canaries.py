@@ -325,3 +325,13 @@ def test_backdoor_crafting_reports_alignment_and_accuracy_cost():
     assert info["alignment_start"] > 0.99 and 0 < info["alignment_min"] <= info["alignment_mean"] <= 1
     assert info["trap_sampling_rate"] == 0.5 and info["label"] == int(y[0]) != info["label_prime"]
     assert info["accuracy_cost"] == pytest.approx(info["accuracy_without"] - info["accuracy_with"])
+    # the realised sampling is the canary's own Poisson draws (record n of each probe run's
+    # mask stream, drawn here independently of the engine)
+    n = 59
+    drawn = np.zeros((12, 4))
+    for r in range(4):
+        streams = RunStreams(1, r)
+        for t in range(12):
+            drawn[t, r] = float(streams.draw_uniform(torch.empty(n + 1))[n] < 0.5)
+    assert info["trap_sampled_per_step"] == pytest.approx(drawn.mean(1).tolist())
+    assert info["trap_sampled_share"] == pytest.approx(drawn.mean()) and 0 < drawn.mean() < 1

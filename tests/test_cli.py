@@ -341,3 +341,24 @@ def test_estimate_reads_npz_layouts_like_csv(tmp_path):
     np.savez(tmp_path / "d.npz", x=pos)
     bad = run_cli("estimate", str(tmp_path / "d.npz"), "--delta", "1e-5", check=False)
     assert bad.returncode == 1 and "in_scores" in bad.stderr
+
+
+def test_ceiling_and_simulation_take_the_adjacency_spellings(tmp_path):
+    args = ("--sigma", "2", "--q", "0.25", "--steps", "20", "--delta", "1e-5")
+    for canonical, spellings in (("substitute", ("replace-one", "REPLACE_ONE")),
+                                 ("add-remove", ("add-or-remove-one", "ADD_OR_REMOVE_ONE"))):
+        one = cli_json("ceiling", *args, "--adjacency", canonical)
+        assert one["adjacency"] == canonical
+        for spelling in spellings:
+            assert cli_json("ceiling", *args, "--adjacency", spelling) == one
+    sims = []
+    for spelling in ("add-remove", "add-or-remove-one"):
+        out = tmp_path / f"{spelling}.csv"
+        run_cli("simulate-s1", *args[:6], "--runs", "50", "--adjacency", spelling, "--out", str(out),
+                "--quiet")
+        sims.append(out.read_bytes())
+    assert sims[0] == sims[1]
+    for command, more in (("ceiling", ("--delta", "1e-5")),
+                          ("simulate-s1", ("--runs", "50", "--out", str(tmp_path / "x.csv")))):
+        bad = run_cli(command, *args[:6], *more, "--adjacency", "group", check=False)
+        assert bad.returncode == 2 and "replace-one" in bad.stderr and "'group'" in bad.stderr

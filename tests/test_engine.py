@@ -281,15 +281,41 @@ def _scores(w, runs, memory_mb=2048, init="zero"):
 
 
 @pytest.mark.parametrize("w", WORKLOADS.values(), ids=WORKLOADS.keys())
-def test_run_scores_do_not_depend_on_the_batch(w):
+def test_run_scores_do_not_depend_on_the_batch(w, monkeypatch):
     init = "random" if w is TABULAR else "zero"
-    shard = _scores(w, np.arange(1000), memory_mb=10**6, init=init)        # one chunk of 1,000
+    with monkeypatch.context() as m:
+        m.setattr(engine, "_CPU_CHUNK_BYTES", float("inf"))               # no cache bound
+        shard = _scores(w, np.arange(1000), memory_mb=10**6, init=init)    # one chunk of 1,000
     small = _scores(w, np.arange(1000), memory_mb=1e-3, init=init)         # chunks of 16
     seven = _scores(w, [3, 998, 10, 500, 7, 11, 0], init=init)
     alone = _scores(w, [500], init=init)
     assert np.array_equal(shard, small)
     assert np.array_equal(seven, shard[:, [3, 998, 10, 500, 7, 11, 0]])
     assert np.array_equal(alone[:, 0], shard[:, 500])
+
+
+def test_cpu_chunks_fit_the_cache():
+    """On the CPU a chunk holds as many aligned blocks as fit :data:`engine._CPU_CHUNK_BYTES`
+    (at least one), however large the memory budget; ``memory_mb`` still bounds it below."""
+    model, data, canary, dp = _workload(TABULAR, steps=1)
+    chunks = []
+
+    def sizes(memory_mb):
+        chunks.clear()
+        train(model, data, canary, dp, seed=9, runs=np.arange(1000), bits=np.arange(1000) % 2,
+              score_every=1, init="random", memory_mb=memory_mb, progress=False,
+              observe=lambda t, params, grads: chunks.append(params[0].shape[0]))
+        return list(chunks)
+
+    setup = engine._Setup(model, data, canary, dp, "gather", engine.gather_slots(400, 0.125, 1e-3),
+                          0, torch.device("cpu"), torch.float32, model, None)
+    per_run = engine._bytes_per_run(setup, 402)
+    blocks = engine._CPU_CHUNK_BYTES // per_run // engine.MIN_CHUNK
+    assert 1 <= blocks < 1000 // engine.MIN_CHUNK          # the cache bound is the binding one
+    got = sizes(10**6)                                     # runs 0..999: 63 blocks, the last half used
+    assert got[:-1] == [blocks * engine.MIN_CHUNK] * (len(got) - 1) and len(got) == -(-63 // blocks)
+    assert sum(got) == 1000
+    assert sizes(1e-3) == [engine.MIN_CHUNK] * 62 + [8]    # a tiny budget: one block per chunk
 
 
 _THREADS_SCRIPT = """

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from subaudit.reconstruction import (
+    OUTCOMES,
     PSNR_RECOVERED,
     build_traps,
     outcome_table,
@@ -92,4 +93,9 @@ def test_single_captures_are_the_images_and_counts_follow_the_prediction(iid):
     assert np.median(mixed) < PSNR_RECOVERED
     table = outcome_table(result)
     assert set(table["source"]) == {"observed", "predicted (nominal fire rate)", "predicted (held-out rates)"}
-    assert table.groupby("source")["units"].sum().round(6).tolist() == [400.0] * 3
+    fired = table[table["outcome"] != OUTCOMES[1]]                 # one, two or more, none: every unit
+    assert fired.groupby("source")["units"].sum().round(6).tolist() == [400.0] * 3
+    observed = table[table["source"] == "observed"].set_index("outcome")["units"]
+    assert observed[OUTCOMES[0]] == c["single"] + c["single, not recovered"]
+    assert observed[OUTCOMES[1]] == c["single"] and observed[OUTCOMES[2]] == c["mixed"]
+    assert set(table.loc[table["outcome"] == OUTCOMES[1], "source"]) == {"observed"}

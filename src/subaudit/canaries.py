@@ -407,8 +407,10 @@ def craft_backdoor(model: MLP, features: dict[str, Any], target: int, reference:
     The info reports what the construction achieves in noiseless training with the audit's
     q, C, lr, T and optimiser over ``probe_runs`` runs: the alignment of z's and z''s update
     with the score direction at every step (z in runs with bit 1, z' with bit 0), the rate at
-    which the trap receives the canary's gradient (the canary's Poisson rate), and the test
-    accuracy with the canary (and its trap) against the same runs without it."""
+    which the trap receives the canary's gradient (the canary's Poisson rate, and the share
+    of the probe runs' steps where the trap's direction moved: the realised sampling, per step
+    and overall), and the test accuracy with the canary (and its trap) against the same runs
+    without it."""
     train_records = features["train"]
     x, y = train_records.x[target], int(train_records.y[target])
     keep = torch.ones(train_records.x.shape[0], dtype=torch.bool)
@@ -423,10 +425,13 @@ def craft_backdoor(model: MLP, features: dict[str, Any], target: int, reference:
     runs = np.arange(probe_runs)
     bits = (1 - runs % 2).astype(np.int8)
     per_step: list[list[float]] = []
+    along: list[torch.Tensor] = []           # each step's gradient along the score direction
+    u = canary.score.direction.double()
 
-    def observe(_t: int, params: list[torch.Tensor], _grads: list[torch.Tensor]) -> None:
+    def observe(_t: int, params: list[torch.Tensor], grads: list[torch.Tensor]) -> None:
         per_step.append([_alignment(model, [p[r] for p in params], canary)[1 - int(bits[r])]
                          for r in range(len(runs))])
+        along.append((flat_params(grads).double() @ u).abs())
 
     start = init_params(model, [RunStreams(seed, int(r)) for r in runs], init, torch.float64)
     canary.initialise(start)
@@ -439,6 +444,11 @@ def craft_backdoor(model: MLP, features: dict[str, Any], target: int, reference:
                         score_every=dp.steps, init=init, test=test, accuracy_steps=at,
                         observe=observe, progress=False)
     steps = np.asarray([at_start, *per_step])                           # (T + 1, runs)
+    # Noiseless, the trap's direction moves only when the canary is in the batch (the other
+    # records leave it at rounding level): the steps at which the trap was realised.
+    along_t = torch.stack(along)                                        # (T, runs)
+    fired = (along_t > 1e-3 * along_t.max()).double().numpy() if bool(along_t.max() > 0) \
+        else np.zeros(tuple(along_t.shape))
     acc_with = acc_without = float("nan")
     if test is not None:
         without = train(model, data, None, dp0, seed=seed, runs=runs, bits=bits, score_every=dp.steps,
@@ -449,6 +459,8 @@ def craft_backdoor(model: MLP, features: dict[str, Any], target: int, reference:
                  "alignment_mean": float(steps.mean()), "alignment_min": float(steps.min()),
                  "alignment_per_step": steps.mean(1).round(6).tolist(),
                  "trap_sampling_rate": dp.canary_sampling_rate or dp.sampling_rate,
+                 "trap_sampled_share": float(fired.mean()),
+                 "trap_sampled_per_step": fired.mean(1).round(6).tolist(),
                  "accuracy_with": acc_with, "accuracy_without": acc_without,
                  "accuracy_cost": acc_without - acc_with})
     return Crafted("S7", canary, info)

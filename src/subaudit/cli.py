@@ -252,6 +252,20 @@ def _int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
 
 
+def _s1_adjacency(text: str) -> str:
+    """add-remove or substitute, also spelled as dp-accounting and Flower do (replace-one, ...)."""
+    from subaudit.accounting import canonical_adjacency
+
+    try:
+        name = canonical_adjacency(text)
+    except ParameterError:
+        name = None
+    if name not in S1_ADJACENCIES:
+        raise argparse.ArgumentTypeError(
+            f"expected add-remove (also add-or-remove-one) or substitute (also replace-one), got {text!r}")
+    return name
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for documentation and tests)."""
     p = _Parser(prog="subaudit", description=__doc__.splitlines()[0])
@@ -317,7 +331,8 @@ def build_parser() -> argparse.ArgumentParser:
                                         "worst-case canary's cumulative gradient")
     dp_args(sp)
     sp.add_argument("--delta", type=float, required=True, help="delta in (0, 1)")
-    sp.add_argument("--adjacency", choices=S1_ADJACENCIES, default="substitute")
+    sp.add_argument("--adjacency", type=_s1_adjacency, default="substitute",
+                    help="substitute (also replace-one) or add-remove (also add-or-remove-one)")
     sp.add_argument("--every", type=_int, help="also the ceiling after every k-th step (and the last)")
     sp.add_argument("--json", action="store_true")
     sp.set_defaults(func=_cmd_ceiling)
@@ -340,7 +355,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("simulate-s1", help="S1 worst-case dataset canary audit scores")
     dp_args(sp)
     sp.add_argument("--runs", type=_int, required=True, help="runs per world (>= 1)")
-    sp.add_argument("--adjacency", choices=S1_ADJACENCIES, default="substitute")
+    sp.add_argument("--adjacency", type=_s1_adjacency, default="substitute",
+                    help="substitute (also replace-one) or add-remove (also add-or-remove-one)")
     sp.add_argument("--seed", type=_int, default=0)
     sp.add_argument("--out", required=True, help="output CSV (columns score,label)")
     sp.add_argument("--quiet", action="store_true")

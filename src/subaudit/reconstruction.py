@@ -165,23 +165,21 @@ def run_traps(private: np.ndarray, labels: np.ndarray, public: np.ndarray, held_
 
 
 #: Outcome names of the figure and its table.
-OUTCOMES = ("one image (recovered)", "two or more images", "never fired")
+OUTCOMES = ("one image", "one image, recovered (PSNR >= 30 dB)", "two or more images", "never fired")
 
 
 def outcome_table(result: TrapResult) -> pd.DataFrame:
-    """Trap units per outcome: observed, predicted by the construction's fire rate, and
-    predicted from each unit's rate on held-out images (the figure's bars)."""
+    """Trap units per outcome (the figure's bars): units fired by one image, of which
+    recovered at PSNR >= :data:`PSNR_RECOVERED`, by two or more images, by none; observed,
+    predicted by the construction's fire rate and predicted from each unit's rate on held-out
+    images (the predictions count images fired, not recoveries: no row for that outcome)."""
     c = result.counts
-    observed = (c["single"], c["mixed"] + c["single, not recovered"], c["never"])
-    rows = []
-    for source, values in (("observed", observed),
-                           ("predicted (nominal fire rate)", (result.predicted["single"],
-                                                             result.predicted["mixed"],
-                                                             result.predicted["never"])),
-                           ("predicted (held-out rates)", (result.predicted_held_out["single"],
-                                                          result.predicted_held_out["mixed"],
-                                                          result.predicted_held_out["never"]))):
-        rows += [{"outcome": o, "source": source, "units": float(v)} for o, v in zip(OUTCOMES, values)]
+    rows = [{"outcome": o, "source": "observed", "units": float(v)} for o, v in
+            zip(OUTCOMES, (c["single"] + c["single, not recovered"], c["single"], c["mixed"], c["never"]))]
+    for source, pred in (("predicted (nominal fire rate)", result.predicted),
+                         ("predicted (held-out rates)", result.predicted_held_out)):
+        rows += [{"outcome": o, "source": source, "units": float(pred[k])}
+                 for o, k in zip(OUTCOMES[:1] + OUTCOMES[2:], ("single", "mixed", "never"))]
     return pd.DataFrame(rows)
 
 

@@ -152,8 +152,8 @@ def build(tables: Mapping[str, pd.DataFrame], figures: Sequence[FigureInfo], *, 
             rep.add("table", _s1_table(t, estimator))
         elif fig.kind == "reconstruction":
             rep.add("p", "Trap units by outcome, observed and predicted:")
-            rep.add("table", t.pivot(index="outcome", columns="source", values="units")
-                    .round(1).reset_index())
+            counts = t.pivot(index="outcome", columns="source", values="units").round(1)
+            rep.add("table", counts.astype(object).where(counts.notna(), "-").reset_index())
         elif fig.kind == "epsilon-vs-runs":
             rep.add("p", f"Final step against the runs R' of each audit, {estimator} estimator:")
             rep.add("table", _runs_table(t, estimator))
