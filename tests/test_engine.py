@@ -294,11 +294,13 @@ def test_run_scores_do_not_depend_on_the_batch(w, monkeypatch):
     assert np.array_equal(alone[:, 0], shard[:, 500])
 
 
-def test_cpu_chunks_fit_the_cache():
-    """On the CPU a chunk holds as many aligned blocks as fit :data:`engine._CPU_CHUNK_BYTES`
-    (at least one), however large the memory budget; ``memory_mb`` still bounds it below."""
+def test_one_thread_cpu_chunks_fit_the_cache():
+    """On one CPU thread a chunk holds as many aligned blocks as fit
+    :data:`engine._CPU_CHUNK_BYTES` (at least one), however large the memory budget;
+    ``memory_mb`` still bounds it below; with more threads only ``memory_mb`` does."""
     model, data, canary, dp = _workload(TABULAR, steps=1)
     chunks = []
+    threads = torch.get_num_threads()
 
     def sizes(memory_mb):
         chunks.clear()
@@ -312,10 +314,16 @@ def test_cpu_chunks_fit_the_cache():
     per_run = engine._bytes_per_run(setup, 402)
     blocks = engine._CPU_CHUNK_BYTES // per_run // engine.MIN_CHUNK
     assert 1 <= blocks < 1000 // engine.MIN_CHUNK          # the cache bound is the binding one
-    got = sizes(10**6)                                     # runs 0..999: 63 blocks, the last half used
-    assert got[:-1] == [blocks * engine.MIN_CHUNK] * (len(got) - 1) and len(got) == -(-63 // blocks)
-    assert sum(got) == 1000
-    assert sizes(1e-3) == [engine.MIN_CHUNK] * 62 + [8]    # a tiny budget: one block per chunk
+    torch.set_num_threads(1)
+    try:
+        got = sizes(10**6)                                 # runs 0..999: 63 blocks, the last half used
+        assert got[:-1] == [blocks * engine.MIN_CHUNK] * (len(got) - 1) and len(got) == -(-63 // blocks)
+        assert sum(got) == 1000
+        assert sizes(1e-3) == [engine.MIN_CHUNK] * 62 + [8]  # a tiny budget: one block per chunk
+        torch.set_num_threads(2)
+        assert sizes(10**6) == [1000]                      # more threads: one chunk within memory_mb
+    finally:
+        torch.set_num_threads(threads)
 
 
 _THREADS_SCRIPT = """

@@ -146,12 +146,16 @@ _SAMPLED_BELOW = 0.15
 #: ``auto`` basis trains a linear head in its span when that has at most this fraction of d.
 _SPAN_BELOW = 0.8
 
-#: On the CPU a chunk's working set (:func:`_bytes_per_run` times its runs) is kept near
-#: the last-level cache: a step makes a few passes over every run's activations, gradients,
-#: noise and optimiser state, so a chunk much larger than the cache is bound by memory
-#: bandwidth (measured, one thread, R = 1,008: a 2 GB chunk trains the tabular MLP at q = 0.25
-#: at 0.45x and the image head at 0.5x the rate of chunks of a few tens of MB).  On a GPU
-#: the chunk is as large as ``memory_mb`` allows, for parallelism.
+#: A one-thread CPU job (the workflow's) keeps a chunk's working set (:func:`_bytes_per_run`
+#: times its runs) near the last-level cache: a step makes a few passes over every run's
+#: activations, gradients, noise and optimiser state, so a chunk much larger than the cache
+#: is bound by memory bandwidth (measured on 2 cores, R = 1,008, one thread: one chunk of all
+#: runs trains the tabular MLP at 0.67x (q = 0.25) and 0.92x (q = 0.0625) and the image head
+#: at 0.74x (q = 1) and 0.85x (q = 0.0625) the rate of 16-32 MB chunks; two such jobs side by
+#: side, 0.6x and 0.8x).  With more threads small chunks lose more to the threads' per-operation
+#: hand-offs than they gain (2 threads, R = 256: 0.84-0.9x at q = 0.0625), and on a GPU a
+#: chunk is as large as ``memory_mb`` allows, for parallelism.  The numbers are bitwise the
+#: same whatever the chunking.
 _CPU_CHUNK_BYTES = 24 * 2**20
 
 #: Opacus' clip factor: min(1, C / (||g|| + 1e-6)).
@@ -1208,7 +1212,7 @@ def train(
     ``accuracy_steps`` (0 = before training).  ``canary=None`` trains on the
     data alone (scores are NaN).  ``observe(t, params, grads)`` is called after
     every step with the chunk's parameters and the privatised gradients of that step.
-    Runs are processed in chunks that fit ``memory_mb`` (on the CPU, also the cache:
+    Runs are processed in chunks that fit ``memory_mb`` (on one CPU thread, also the cache:
     :data:`_CPU_CHUNK_BYTES`); results do not depend on the chunking.  ``basis``: ``span``
     trains a linear head with SGD in the span of what it sees (:func:`span_basis`; the same
     score distribution for less work), ``full`` in all d dimensions, ``auto`` the span where
@@ -1265,7 +1269,7 @@ def train(
     test_rows = n + 2 if test is None else min(test.x.shape[0], n + 2)
     test_dev = None if test is None else Records(test.x.to(dev, dtype), test.y.to(dev, torch.long))
     budget = memory_mb * 2**20
-    if dev.type == "cpu":
+    if dev.type == "cpu" and torch.get_num_threads() == 1:
         budget = min(budget, _CPU_CHUNK_BYTES)
     per_chunk = max(1, int(budget // _bytes_per_run(setup, test_rows)) // MIN_CHUNK)
 
