@@ -761,43 +761,43 @@ def _clipped_sum_sampled(
 
     The logits of the pairs are one sampled matrix product (CSR pattern: row (r, k), a
     column per record of run r's batch); each run's weight gradient is, per class, a
-    weighted sum of its sampled rows (an embedding bag).  Both compute every pair and
-    every bag on its own, so a run's numbers do not depend on the other runs.  The
-    class-sized steps in between (softmax, norms, clipping) are dense (R, K, rows).
+    weighted sum of its sampled rows (an embedding bag).  The class-sized steps in
+    between (softmax, norms, clipping) work on the pairs, (pairs, K).  Every pair and
+    every bag is computed on its own and each run's sums run over its own pairs in
+    record order, so a run's numbers do not depend on the other runs.
     """
     w, b = params
     gw, gb = grads
     R, K, d = w.shape
-    x, x_sq, weight = batch.x, batch.x_sq, batch.weight
-    rows, dev = x.shape[0], x.device
-    run, rec = (weight != 0).nonzero(as_tuple=True)           # sampled pairs, by run then record
+    x, dev = batch.x, batch.x.device
+    run, rec = batch.weight.nonzero(as_tuple=True)            # sampled pairs, by run then record
     counts = torch.bincount(run, minlength=R)
     start = torch.cumsum(counts, 0) - counts
     rank = torch.arange(run.numel(), device=dev) - start[run]
-    k = torch.arange(K, device=dev)
     # CSR entry of (pair, class): row (r, k) holds run r's records in order.
-    entry = (start[run] * K + rank)[:, None] + k[None, :] * counts[run][:, None]
+    entry = ((start[run] * K + rank)[:, None]
+             + torch.arange(K, device=dev)[None, :] * counts[run][:, None]).reshape(-1)
     cols = torch.empty(run.numel() * K, dtype=torch.long, device=dev)
-    cols[entry.reshape(-1)] = rec[:, None].expand(-1, K).reshape(-1)
-    where = torch.empty_like(cols)                            # each entry's place in (R, K, rows)
-    where[entry.reshape(-1)] = (((run * K)[:, None] + k[None, :]) * rows + rec[:, None]).reshape(-1)
+    cols[entry] = rec.repeat_interleave(K)
+    bias = torch.empty(run.numel() * K, dtype=x.dtype, device=dev)
+    bias[entry] = b[run].reshape(-1)
     offsets = torch.zeros(R * K + 1, dtype=torch.long, device=dev)
     torch.cumsum(counts.repeat_interleave(K), 0, out=offsets[1:])
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", "Sparse CSR tensor support is in beta")
-        pattern = torch.sparse_csr_tensor(offsets, cols, b.reshape(-1)[where // rows],
-                                          size=(R * K, rows), check_invariants=False)
-    z = torch.sparse.sampled_addmm(pattern, w.reshape(R * K, d), x.T)
-    logits = torch.zeros(R, K, rows, dtype=x.dtype, device=dev)
-    logits.view(-1)[where] = z.values()
-    e = (logits - logits.amax(1, keepdim=True)).exp_()
-    delta = e.div_(e.sum(1, keepdim=True)).sub_(batch.onehot.T)           # (R, K, rows)
-    sq = (delta * delta).sum(1) * x_sq
-    factor = (clip / (sq.sqrt() + _CLIP_EPS)).clamp(max=1.0).mul_(weight).mul_(scale)
-    wd = delta.mul_(factor[:, None, :])
-    torch.sum(wd, dim=2, out=gb)
+        pattern = torch.sparse_csr_tensor(offsets, cols, bias, size=(R * K, x.shape[0]),
+                                          check_invariants=False)
+    z = torch.sparse.sampled_addmm(pattern, w.reshape(R * K, d), x.T).values()[entry]
+    e = (z.view(-1, K) - z.view(-1, K).amax(1, keepdim=True)).exp_()
+    delta = e.div_(e.sum(1, keepdim=True)).sub_(batch.onehot[rec])         # (pairs, K)
+    sq = (delta * delta).sum(1) * batch.x_sq[rec]
+    factor = (clip / (sq.sqrt() + _CLIP_EPS)).clamp(max=1.0).mul_(scale)
+    wd = delta.mul_(factor[:, None])
+    gb.zero_().index_add_(0, run, wd)
+    weights = torch.empty_like(bias)
+    weights[entry] = wd.reshape(-1)
     sums = torch.nn.functional.embedding_bag(cols, x, offsets[:-1], mode="sum",
-                                             per_sample_weights=wd.view(-1)[where])
+                                             per_sample_weights=weights)
     gw.view(R * K, d).copy_(sums)
 
 
