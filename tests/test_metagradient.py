@@ -45,6 +45,7 @@ def _data(n: int, d: int = 6, k: int = 4, seed: int = 0) -> Records:
     ("sizes", "optimizer", "init", "q", "n"),
     [
         ((6, 4), "sgd", "zero", 0.3, 20),          # linear head, shared product over all rows
+        ((6, 4), "sgd", "zero", 0.04, 200),        # linear head, under n / 8 sampled: gathered
         ((6, 5, 4), "adam", "random", 0.3, 20),    # Tanh MLP with DP-Adam
         ((6, 5, 4), "sgd", "random", 1.0, 20),     # full batch: no masks drawn
         ((6, 5, 4), "adam", "random", 0.1, 60),    # small q: each run's sampled rows gathered
