@@ -205,8 +205,12 @@ def unroll(model: MLP, data: Records, xc: torch.Tensor, yc: torch.Tensor, start:
     for t0 in range(0, dp.steps, segment):
         t1 = min(t0 + segment, dp.steps)
         states = [(st.mask.get_state(), st.noise.get_state()) for st in streams]
-        if torch.is_grad_enabled():
-            state = checkpoint(run_segment, t0, t1, states, xc, *state, use_reentrant=False)
+        if torch.is_grad_enabled() and (xc.requires_grad or any(t.requires_grad for t in state)):
+            # Re-entrant: the non-re-entrant variant kept memory growing with T (measured on
+            # the tabular MLP, 64 runs: 2.9 GB at T = 10, 5.8 GB at T = 40, 8.3 GB at T = 80,
+            # whatever the segment; re-entrant 1.9 GB and 2.2 GB).  It needs .backward(),
+            # not torch.autograd.grad.
+            state = checkpoint(run_segment, t0, t1, states, xc, *state, use_reentrant=True)
         else:
             state = run_segment(t0, t1, states, xc, *state)
     return list(state[:k])
