@@ -228,3 +228,36 @@ def test_crafting_options_are_checked():
         with pytest.raises(ParameterError) as err:
             craft_metagradient(model, feats, 0, reference, dp, **kw)
         assert err.value.name == key
+
+
+_PEAK_MEMORY = """
+import resource, sys, torch
+from subaudit.engine import MLP, DPConfig, LogitDifference, Records, RunStreams
+from subaudit.metagradient import _pair_scores, objective
+torch.set_num_threads(1)
+g = torch.Generator().manual_seed(0)
+data = Records(torch.rand(200, 256, generator=g), torch.randint(0, 26, (200,), generator=g))
+dp = DPConfig(steps=int(sys.argv[1]), sampling_rate=0.25, noise_multiplier=1.0, clip=1.0, lr=0.01,
+              optimizer="adam")
+xp = data.x[1].clone().requires_grad_(True)
+streams = [RunStreams(0, b) for b in range(16)]
+a, b = _pair_scores(MLP((256, 128, 26)), data, data.x[0], 1, xp, 2, dp, streams, "random",
+                    LogitDifference(), 10, dtype=torch.float32)
+objective(a, b).backward()
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def test_unrolled_memory_does_not_grow_with_the_steps():
+    """Checkpointed segments bound memory by one segment plus the segment boundaries
+    (measured from T = 10 to T = 50: 0.12 GB more; 1.9 GB more with non-re-entrant
+    checkpoints, which kept every step)."""
+    import subprocess
+    import sys
+
+    def peak_mb(steps: int) -> float:
+        out = subprocess.run([sys.executable, "-c", _PEAK_MEMORY, str(steps)], check=True,
+                             capture_output=True, text=True).stdout
+        return int(out.split()[-1]) / 1024
+
+    assert peak_mb(50) - peak_mb(10) < 500
