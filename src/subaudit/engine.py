@@ -787,8 +787,8 @@ def _clipped_sum_sampled(
         warnings.filterwarnings("ignore", "Sparse CSR tensor support is in beta")
         pattern = torch.sparse_csr_tensor(offsets, cols, bias, size=(R * K, x.shape[0]),
                                           check_invariants=False)
-    z = torch.sparse.sampled_addmm(pattern, w.reshape(R * K, d), x.T).values()[entry]
-    e = (z.view(-1, K) - z.view(-1, K).amax(1, keepdim=True)).exp_()
+    z = torch.sparse.sampled_addmm(pattern, w.reshape(R * K, d), x.T).values()[entry].view(-1, K)
+    e = (z - z.amax(1, keepdim=True)).exp_()
     delta = e.div_(e.sum(1, keepdim=True)).sub_(batch.onehot[rec])         # (pairs, K)
     sq = (delta * delta).sum(1) * batch.x_sq[rec]
     factor = (clip / (sq.sqrt() + _CLIP_EPS)).clamp(max=1.0).mul_(scale)
