@@ -719,9 +719,9 @@ def _minus_ones(shape: torch.Size, like: torch.Tensor) -> torch.Tensor:
     return torch.full((1,), -1.0, dtype=like.dtype, device=like.device).expand(shape)
 
 
-def _softmax(z: torch.Tensor) -> torch.Tensor:
-    """Softmax over the last axis (K is small: torch.softmax is 6x slower here)."""
-    e = (z - z.amax(-1, keepdim=True)).exp_()
+def _softmax_(z: torch.Tensor) -> torch.Tensor:
+    """Softmax over the last axis, in place (K is small: torch.softmax is 6x slower here)."""
+    e = z.sub_(z.amax(-1, keepdim=True)).exp_()
     return e.div_(e.sum(-1, keepdim=True))
 
 
@@ -732,7 +732,7 @@ def _clipped_sum(
     """Write the sum of the batch's clipped per-example gradients, times ``scale``, into
     ``grads``."""
     acts, z = _forward(params, batch.x, batch.shared)
-    delta = _softmax(z)                                       # dloss/dlogits, (R, rows, K)
+    delta = _softmax_(z)                                      # dloss/dlogits, (R, rows, K)
     labels = batch.y.expand(delta.shape[:-1])[..., None]
     delta.scatter_add_(-1, labels, _minus_ones(labels.shape, delta))
     L = len(params) // 2

@@ -36,6 +36,7 @@ rule calibrate_natural:
         delta=config["delta"],
     log:
         "logs/accounting/natural/{key}.log",
+    priority: UNLOCKS
     resources:
         mem_mb=2000,
         runtime=30,

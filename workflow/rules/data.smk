@@ -65,6 +65,7 @@ rule features:
         "logs/data/features_{exp}.log",
     benchmark:
         "logs/benchmarks/data/features_{exp}.tsv"
+    priority: UNLOCKS
     resources:
         mem_mb=6000,
         runtime=120,

@@ -29,6 +29,7 @@ rule reference:
         "logs/natural/{exp}/reference_{key}.log",
     benchmark:
         "logs/benchmarks/natural/{exp}/reference_{key}.tsv"
+    priority: UNLOCKS
     resources:
         mem_mb=4000,
         runtime=30,
@@ -57,6 +58,7 @@ rule craft:
         "logs/natural/{exp}/craft_{scenario}_{key}.log",
     benchmark:
         "logs/benchmarks/natural/{exp}/craft_{scenario}_{key}.tsv"
+    priority: UNLOCKS
     resources:
         mem_mb=4000,
         runtime=30,
