@@ -713,10 +713,13 @@ def _forward(params: Sequence[torch.Tensor], x: torch.Tensor, shared: bool):
     raise AssertionError  # pragma: no cover
 
 
-def _minus_ones(shape: torch.Size, like: torch.Tensor) -> torch.Tensor:
-    """-1 at each label: adding it to the softmax is subtracting the one-hot label, bit
-    for bit, without a (rows, K) one-hot table to gather."""
-    return torch.full((1,), -1.0, dtype=like.dtype, device=like.device).expand(shape)
+def _sub_one_hot_(p: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """``p - one_hot(y)`` in place over the last axis (``y`` broadcasts to ``p``'s other
+    axes): -1 added at each label is the same float operation as subtracting the one-hot
+    row, without a (rows, K) one-hot table to build or gather."""
+    labels = y.expand(p.shape[:-1])[..., None]
+    minus_one = torch.full((1,), -1.0, dtype=p.dtype, device=p.device)
+    return p.scatter_add_(-1, labels, minus_one.expand(labels.shape))
 
 
 def _softmax_(z: torch.Tensor) -> torch.Tensor:
@@ -732,9 +735,7 @@ def _clipped_sum(
     """Write the sum of the batch's clipped per-example gradients, times ``scale``, into
     ``grads``."""
     acts, z = _forward(params, batch.x, batch.shared)
-    delta = _softmax_(z)                                      # dloss/dlogits, (R, rows, K)
-    labels = batch.y.expand(delta.shape[:-1])[..., None]
-    delta.scatter_add_(-1, labels, _minus_ones(labels.shape, delta))
+    delta = _sub_one_hot_(_softmax_(z), batch.y)              # dloss/dlogits, (R, rows, K)
     L = len(params) // 2
     deltas = [delta]
     a_sq = [None] + [a * a for a in acts[1:]]
@@ -795,10 +796,7 @@ def _clipped_sum_sampled(
         pattern = torch.sparse_csr_tensor(offsets, cols, bias, size=(R * K, x.shape[0]),
                                           check_invariants=False)
     z = torch.sparse.sampled_addmm(pattern, w.reshape(R * K, d), x.T).values()[entry].view(-1, K)
-    e = (z - z.amax(1, keepdim=True)).exp_()
-    delta = e.div_(e.sum(1, keepdim=True))                                  # (pairs, K)
-    labels = batch.y[rec, None]
-    delta.scatter_add_(1, labels, _minus_ones(labels.shape, delta))
+    delta = _sub_one_hot_(_softmax_(z), batch.y[rec])                       # (pairs, K)
     sq = (delta * delta).sum(1) * batch.x_sq[rec]
     factor = (clip / (sq.sqrt() + _CLIP_EPS)).clamp(max=1.0).mul_(scale)
     wd = delta.mul_(factor[:, None])
