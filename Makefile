@@ -9,7 +9,7 @@ run: $(STAMP)  ## the default workflow (offline, CPU): figures in results/figure
 	$(VENV)/bin/snakemake --cores $(CORES)
 
 test: $(STAMP)  ## the test suite
-	$(VENV)/bin/pytest -q -rs
+	$(VENV)/bin/pytest -q -rs --durations=30
 
 setup: $(STAMP)
 
