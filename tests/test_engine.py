@@ -469,6 +469,52 @@ def test_gather_slots_cover_the_binomial_tail():
     assert engine.gather_slots(500, 1.0) == 500
 
 
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_optimizer_step_is_torch_optims_bit_for_bit(optimizer):
+    """The functional step the engine calls equals ``torch.optim.SGD`` / ``Adam(fused=True)``
+    exactly, over steps with changing gradients."""
+    g = torch.Generator().manual_seed(3)
+    start = [torch.randn(4, 7, 5, generator=g), torch.randn(4, 5, generator=g)]
+    dp = DPConfig(steps=1, sampling_rate=1.0, noise_multiplier=1.0, clip=1.0, lr=0.05,
+                  optimizer=optimizer)
+    ours = [p.clone() for p in start]
+    theirs = [p.clone() for p in start]
+    step = engine._optimizer(dp, ours)
+    opt = (torch.optim.SGD(theirs, lr=dp.lr) if optimizer == "sgd" else
+           torch.optim.Adam(theirs, lr=dp.lr, betas=dp.betas, eps=dp.eps, fused=True))
+    for _ in range(5):
+        grads = [torch.randn(p.shape, generator=g) for p in start]
+        step(grads)
+        for p, gr in zip(theirs, grads):
+            p.grad = gr.clone()
+        opt.step()
+        assert all(torch.equal(a, b) for a, b in zip(ours, theirs))
+    assert not torch.equal(ours[0], start[0])
+
+
+def test_a_training_job_imports_nothing_heavy_beyond_torch():
+    """Start-up is paid by every one of a workflow's hundreds of training jobs: training
+    (SGD and Adam, every q) must not pull in torch._dynamo (1.5 s, the torch.optim classes
+    do), nor pandas or, at q = 1, scipy.stats (0.3 s and 0.5 s)."""
+    code = """
+import sys, numpy as np, torch
+from subaudit.engine import MLP, DPConfig, GradientCanary, Records, train
+from subaudit.audit import load_setting
+from subaudit.scores import write_scores
+x = torch.randn(40, 6); y = torch.arange(40) % 3
+for sizes, opt, q in [((6, 3), "sgd", 1.0), ((6, 4, 3), "adam", 1.0), ((6, 4, 3), "adam", 0.25)]:
+    model = MLP(sizes)
+    dp = DPConfig(steps=2, sampling_rate=q, noise_multiplier=1.0, clip=1.0, lr=0.1, optimizer=opt)
+    train(model, Records(x, y), GradientCanary.one_hot(model, 0, 1.0), dp, seed=0,
+          runs=np.arange(4), bits=np.arange(4) % 2, score_every=1, init="random", progress=False)
+    if q == 1.0:
+        print("q1", sorted(m for m in ("torch._dynamo", "pandas", "scipy.stats") if m in sys.modules))
+print("all", sorted(m for m in ("torch._dynamo", "pandas") if m in sys.modules))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split("\n")[:3] == ["q1 []", "q1 []", "all []"], out.stdout
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
 def test_cuda_equals_opacus_with_the_device_draws(monkeypatch):
     """On a GPU the masks and noise are drawn there; Opacus fed the same device draws ends

@@ -16,9 +16,9 @@ against it in ``tests/test_engine.py``:
   parameters by ``min(1, C / (||g_i|| + 1e-6))`` and summed;
 * ``N(0, sigma^2 C^2)`` noise is added to the sum, which is divided by the
   expected batch size (default ``q (n + 1)``);
-* ``torch.optim.SGD`` or ``torch.optim.Adam`` then steps on the privatised
-  gradient (DP-SGD, DP-Adam).  Both are elementwise, so one optimiser over the
-  run-batched tensors performs every run's own update.
+* torch's SGD or (fused) Adam then steps on the privatised gradient (DP-SGD,
+  DP-Adam), called in their functional forms (:func:`_optimizer`).  Both are
+  elementwise, so one update of the run-batched tensors performs every run's own.
 
 Canaries (paper Algorithm 1) follow one protocol, :class:`Canary`: the records
 it adds to a run's data and the gradient it adds to the clipped sum, each for the
@@ -78,7 +78,8 @@ from typing import ClassVar
 
 import numpy as np
 import torch
-from scipy import stats
+from torch.optim.adam import adam
+from torch.optim.sgd import sgd
 from tqdm.auto import tqdm
 
 from subaudit.schedule import checkpoints
@@ -646,6 +647,8 @@ def gather_slots(n: int, q: float, tail: float = _SLOT_TAIL) -> int:
     """
     if q >= 1.0:
         return n
+    from scipy import stats  # here, not at import: 0.5 s of every training job's start-up
+
     k = int(stats.binom.isf(tail, n, q)) + 1
     return min(n, max(8, -(-k // 8) * 8))
 
@@ -1090,12 +1093,7 @@ def _train_chunk(
         params[0] = (params[0].double() @ s.basis).to(dt)
     params = [p.to(dev) for p in params]
     grads = [torch.empty_like(p) for p in params]
-    for p, g in zip(params, grads):
-        p.grad = g
-    if dp.optimizer == "sgd":
-        opt: torch.optim.Optimizer = torch.optim.SGD(params, lr=dp.lr)
-    else:
-        opt = torch.optim.Adam(params, lr=dp.lr, betas=dp.betas, eps=dp.eps, fused=True)
+    step_params = _optimizer(dp, params)
     table = _shared_rows(s)
     if s.canary is None:
         scorer = lambda _params: torch.full((R, 1), math.nan, dtype=torch.float64)  # noqa: E731
@@ -1138,12 +1136,30 @@ def _train_chunk(
             gr.add_(noise[:, lo:hi].reshape(gr.shape), alpha=std * scale)
         for i, layer, cols, values in canary_g:
             grads[layer].view(R, -1).index_add_(1, cols, values * masks[:, s.n + i, None].to(dt))
-        opt.step()
+        step_params(grads)
         if observe is not None:
             observe(t + 1, [p[keep] for p in params], [g[keep] for g in grads])
         bar.update(len(keep))
     final = [p[keep].cpu().numpy() for p in params]
     return scores[:, real], accuracy[:, real], final
+
+
+def _optimizer(dp: DPConfig, params: list[torch.Tensor]) -> Callable[[list[torch.Tensor]], None]:
+    """One optimiser step on ``params`` from gradients ``grads``: what
+    ``torch.optim.SGD(params, lr)`` or ``torch.optim.Adam(params, lr, betas, eps, fused=True)``
+    do, bit for bit, through the functional forms their ``step`` calls.  The classes import
+    ``torch._dynamo`` on first use, 1.5 s of start-up in every training job."""
+    if dp.optimizer == "sgd":
+        buffers: list[torch.Tensor | None] = [None] * len(params)
+        return lambda grads: sgd(params, grads, buffers, weight_decay=0.0, momentum=0.0,
+                                 lr=dp.lr, dampening=0.0, nesterov=False, maximize=False)
+    exp_avgs = [torch.zeros_like(p) for p in params]
+    exp_avg_sqs = [torch.zeros_like(p) for p in params]
+    counts = [torch.zeros((), dtype=torch.float32, device=p.device) for p in params]
+    beta1, beta2 = dp.betas
+    return lambda grads: adam(params, grads, exp_avgs, exp_avg_sqs, [], counts, fused=True,
+                              amsgrad=False, beta1=beta1, beta2=beta2, lr=dp.lr,
+                              weight_decay=0.0, eps=dp.eps, maximize=False)
 
 
 def _canary_gradients(s: _Setup, bits: torch.Tensor, scale: float
