@@ -13,7 +13,7 @@ test: $(STAMP)  ## the test suite
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml constraints.txt scripts/setup.sh
+$(STAMP): pyproject.toml constraints.txt scripts/setup.sh setup.py src/subaudit/_kernels.cpp src/subaudit/_ziggurat.h
 	bash scripts/setup.sh
 
 clean-results:  ## remove workflow outputs and logs (keeps the environment)

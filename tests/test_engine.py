@@ -126,6 +126,11 @@ CASES = [
     ((12, 7, 4), "sgd", "gradient", 1.0, "given", "dense"),
     ((12, 4), "sgd", "input", 0.5, "zero", "sampled"),
     ((12, 4), "adam", "gradient", 0.5, "random", "sampled"),
+    ((12, 4), "sgd", "input", 0.5, "zero", "per-run"),
+    ((12, 4), "sgd", "gradient", 1.0, "zero", "per-run"),
+    ((12, 7, 4), "adam", "input", 0.5, "random", "per-run"),
+    ((12, 7, 4), "adam", "gradient", 0.5, "random", "per-run"),
+    ((12, 7, 5, 4), "sgd", "input", 1.0, "given", "per-run"),
 ]
 
 

@@ -7,6 +7,7 @@ accountant) runs in a subprocess once with every library at its best instruction
 once held to a lower one, both on one thread.  The level is set before import, per library:
 
 * torch's own kernels: ``ATEN_CPU_CAPABILITY`` (avx2; default = no SIMD dispatch);
+* subaudit's compiled CPU kernels: ``SUBAUDIT_KERNELS`` (avx2; sse2);
 * numpy's SIMD dispatch: ``NPY_DISABLE_CPU_FEATURES`` (its AVX-512, or AVX2 and up, targets);
 * OpenBLAS (numpy's BLAS): ``OPENBLAS_CORETYPE`` (Haswell; Nehalem);
 * MKL and oneDNN: ``MKL_ENABLE_INSTRUCTIONS`` and ``ONEDNN_MAX_CPU_ISA`` (AVX2; SSE4_2,
@@ -67,11 +68,11 @@ import pytest
 #: library to each level below the best (set before the libraries are imported).
 LEVELS: tuple[str, ...] = ("AVX512", "AVX2", "DEFAULT")
 LOWER: dict[str, dict[str, str]] = {
-    "AVX2": {"ATEN_CPU_CAPABILITY": "avx2",
+    "AVX2": {"ATEN_CPU_CAPABILITY": "avx2", "SUBAUDIT_KERNELS": "avx2",
              "NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR",
              "OPENBLAS_CORETYPE": "Haswell",
              "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"},
-    "DEFAULT": {"ATEN_CPU_CAPABILITY": "default",
+    "DEFAULT": {"ATEN_CPU_CAPABILITY": "default", "SUBAUDIT_KERNELS": "sse2",
                 "NPY_DISABLE_CPU_FEATURES": "X86_V3 X86_V4 AVX512_ICL AVX512_SPR",
                 "OPENBLAS_CORETYPE": "Nehalem",
                 "MKL_ENABLE_INSTRUCTIONS": "SSE4_2", "ONEDNN_MAX_CPU_ISA": "SSE41"},
@@ -148,8 +149,11 @@ io.write_csv(out / "figure.csv", tables.natural_table(pd.concat(acc, ignore_inde
 
 from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
 
+from subaudit import kernels
+
 info = {"torch": torch.backends.cpu.get_cpu_capability(),
-        "numpy": [t for t in __cpu_dispatch__ if __cpu_features__.get(t)]}
+        "numpy": [t for t in __cpu_dispatch__ if __cpu_features__.get(t)],
+        "kernels": kernels.cpu_variant()}
 io.write_json(out / "info.json", info)
 '''
 
@@ -197,6 +201,7 @@ def test_lower_isa_reproduces_audit(best: dict[str, Any], level: str,
     disabled = set(LOWER[level]["NPY_DISABLE_CPU_FEATURES"].split())
     assert low["info"]["torch"] == level, low["info"]
     assert not disabled & set(low["info"]["numpy"]), low["info"]
+    assert low["info"]["kernels"] == LOWER[level]["SUBAUDIT_KERNELS"], low["info"]
 
     a, b = best["arrays"], low["arrays"]
     assert a.keys() == b.keys()

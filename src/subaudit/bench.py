@@ -25,12 +25,14 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
+from subaudit import kernels
 from subaudit.engine import (
     MLP,
     DPConfig,
     GradientCanary,
     Records,
     RunStreams,
+    _choose_batching,
     choose_basis,
     draw_step,
     train,
@@ -137,19 +139,33 @@ def _engine_rate(w: Workload, steps: int, runs: int, device: str) -> float:
 def _draw_seconds(w: Workload, span: torch.Tensor | None, steps: int, runs: int,
                   device: str) -> float:
     """Seconds the engine spends drawing ``steps`` steps of sampling and noise for ``runs``
-    runs (the same draws, through the same function, as in training: in the span basis
-    ``span``, noise for the span's coordinates only)."""
+    runs (in the span basis ``span``, noise for the span's coordinates only): on a GPU the
+    same draws through the same function as in training; on the CPU the kernels' draws the
+    way their training consumes them (:func:`kernels.draw_only`)."""
     model = MLP(w.sizes if span is None else (span.shape[1], w.sizes[-1]))
-    streams = [RunStreams(0, r, device) for r in range(runs)]
-    noise = torch.empty(runs, model.num_params, device=device)
+    streams = RunStreams.for_runs(0, range(runs), device)
     uniforms = None if w.q == 1.0 else torch.empty(runs, w.n + 1, device=device)
-    draw_step(streams, uniforms, noise)
+    if streams[0].block is not None:
+        t0 = time.perf_counter()
+        kernels.draw_only(streams[0].block, 0 if uniforms is None else w.n + 1, model.num_params, steps)
+        return time.perf_counter() - t0
+    noise = torch.empty(runs, model.num_params, device=device)
+
+    def one_step() -> None:
+        draw_step(streams, uniforms, noise)
+    one_step()
     _sync(device)
     t0 = time.perf_counter()
     for _ in range(steps):
-        draw_step(streams, uniforms, noise)
+        one_step()
     _sync(device)
     return time.perf_counter() - t0
+
+
+def _batching(w: Workload, span: torch.Tensor | None, device: str) -> str:
+    """How ``train`` batches the workload (``auto``) on ``device``."""
+    model = MLP(w.sizes if span is None else (span.shape[1], w.sizes[-1]))
+    return _choose_batching("auto", model, w.n, w.q, torch.device(device))
 
 
 def _span(w: Workload) -> torch.Tensor | None:
@@ -236,6 +252,7 @@ def run_bench(quick: bool = False, progress: Callable[[str], None] | None = None
         rows.append({
             **{k: v for k, v in asdict(w).items() if k not in ("steps", "opacus_steps")},
             "basis": "full" if span is None else "span",
+            "batching": _batching(w, span, device),
             "engine_model_steps_per_s": eng,
             "opacus_model_steps_per_s": opa,
             "speedup_vs_opacus": eng / opa,
@@ -262,11 +279,11 @@ def format_table(result: dict) -> str:
     """The benchmark as a short text table, then the goals."""
     lines = [f"float32 matmul: {result['matmul_gflops']:.1f} GFLOP/s "
              f"({result['machine']['torch_threads']} threads, {result['machine']['device']})",
-             f"{'workload':<13}{'sizes':>16}{'q':>8}{'basis':>6}{'engine/s':>11}{'opacus/s':>10}"
+             f"{'workload':<13}{'sizes':>16}{'q':>8}{'basis':>6}{'batching':>9}{'engine/s':>11}{'opacus/s':>10}"
              f"{'speed-up':>10}{'GFLOP/s':>9}{'of matmul':>11}{'drawing':>9}"]
     for r in result["workloads"]:
         sizes = "-".join(map(str, r["sizes"]))
-        lines.append(f"{r['name']:<13}{sizes:>16}{r['q']:>8g}{r['basis']:>6}"
+        lines.append(f"{r['name']:<13}{sizes:>16}{r['q']:>8g}{r['basis']:>6}{r['batching']:>9}"
                      f"{r['engine_model_steps_per_s']:>11.1f}"
                      f"{r['opacus_model_steps_per_s']:>10.1f}{r['speedup_vs_opacus']:>9.1f}x"
                      f"{r['engine_gflops']:>9.1f}{r['fraction_of_matmul']:>10.0%}"

@@ -82,6 +82,7 @@ from torch.optim.adam import adam
 from torch.optim.sgd import sgd
 from tqdm.auto import tqdm
 
+from subaudit import kernels
 from subaudit.schedule import checkpoints
 from subaudit.seeding import derive_seed
 from subaudit.settings import SWITCHES
@@ -123,7 +124,7 @@ __all__ = [
 ]
 
 OPTIMIZERS: tuple[str, ...] = ("sgd", "adam")
-BATCHINGS: tuple[str, ...] = ("auto", "dense", "gather", "sampled")
+BATCHINGS: tuple[str, ...] = ("auto", "dense", "gather", "sampled", "per-run")
 BASES: tuple[str, ...] = ("auto", "full", "span")
 
 #: Runs are trained in aligned blocks of this many consecutive run indices.
@@ -144,6 +145,14 @@ _GATHER_BELOW = 0.5
 _GATHER_MIN_WIDTH = 32
 #: ``auto`` batching of a linear head computes only the sampled pairs at q below this.
 _SAMPLED_BELOW = 0.15
+#: On the CPU, ``auto`` batching trains an MLP with the compiled kernels (``per-run``: each
+#: run's sampled records one by one), and a linear head too at q below this; above it a head's
+#: records of all runs go through shared matrix products (``dense``), near the machine's
+#: matmul rate.  Measured (one thread, 1,000 runs, model-steps of the default's heads):
+#: image 1280 -> 10 (span) at q = 0.25 per-run 101 us, dense 101 us, at q = 0.0625 41 us
+#: against 101 us; text 384 -> 2 at q = 0.25 per-run 43 us, dense 37 us.  The tabular MLP
+#: (one-hot first layer) at q = 0.25: per-run 235 us, dense 1,291 us.
+_PER_RUN_BELOW = 0.2
 #: ``auto`` basis trains a linear head in its span when that has at most this fraction of d.
 _SPAN_BELOW = 0.8
 
@@ -575,34 +584,79 @@ class TrainResult:
 # --------------------------------------------------------------------------- randomness
 
 
+class _KernelStream:
+    """One of a run's CPU streams (a row and purpose of a :class:`kernels.StreamBlock`), with
+    the ``get_state`` / ``set_state`` of a torch generator."""
+
+    def __init__(self, block: kernels.StreamBlock, row: int, purpose: int) -> None:
+        self.block, self.row, self.purpose = block, row, purpose
+
+    def get_state(self) -> np.ndarray:
+        return self.block.state[self.row, self.purpose].copy()
+
+    def set_state(self, state: np.ndarray) -> None:
+        self.block.state[self.row, self.purpose] = state
+
+
 class RunStreams:
     """The three random streams of one run, derived only from ``(seed, run)``.
 
-    Per step the engine draws exactly ``rand(n_records)`` (float32; skipped when q and
-    the canary's rate are 1, where every record is sampled) from ``mask`` and one ``normal_`` of
-    ``P`` values from ``noise`` (parameters in order, weight then bias per
-    layer); ``init`` is used once.  Tests feed Opacus from the same streams.
+    Per step the engine draws exactly ``n_records`` uniforms (float32; none when q and the
+    canary's rate are 1, where every record is sampled) from ``mask`` and P standard normals
+    from ``noise`` (parameters in order, weight then bias per layer); ``init`` is used once.
+    Tests feed Opacus from the same streams.
 
-    ``mask`` and ``noise`` live on ``device``, where the model is trained: torch's
-    Mersenne Twister on the CPU, its Philox generator on a GPU (so a GPU step copies
-    no random numbers from the host).  The two kinds draw different numbers from one
-    seed; on one device kind a run's numbers are the same alone or in any chunk.
-    ``init`` (used once) is always a CPU generator.
+    ``mask`` and ``noise`` live on ``device``, where the model is trained: on the CPU the
+    compiled kernels' generator (:mod:`subaudit.kernels`: xoroshiro128++ lanes, 24-bit
+    uniforms, ziggurat normals; float32 normals are the float64 ones rounded), on a GPU
+    torch's Philox (so a GPU step copies no random numbers from the host).  The two kinds
+    draw different numbers from one seed; on one device kind a run's numbers are the same
+    alone or in any chunk.  ``init`` (used once) is always a torch CPU generator.
     """
 
-    def __init__(self, seed: int, run: int, device: str | torch.device = "cpu") -> None:
-        self.init = torch.Generator().manual_seed(derive_seed(seed, "run", int(run), "init"))
-        self.mask = torch.Generator(device).manual_seed(derive_seed(seed, "run", int(run), "mask"))
-        self.noise = torch.Generator(device).manual_seed(
-            derive_seed(seed, "run", int(run), "noise"))
+    def __init__(self, seed: int, run: int, device: str | torch.device = "cpu",
+                 block: kernels.StreamBlock | None = None, row: int = 0) -> None:
+        run = int(run)
+        self.init = torch.Generator().manual_seed(derive_seed(seed, "run", run, "init"))
+        self.block: kernels.StreamBlock | None = None
+        if torch.device(device).type == "cpu":
+            self.block = block or kernels.StreamBlock([_stream_seeds(seed, run)])
+            self.row = row if block is not None else 0
+            self.mask: torch.Generator | _KernelStream = _KernelStream(self.block, self.row, _MASK)
+            self.noise: torch.Generator | _KernelStream = _KernelStream(self.block, self.row, _NOISE)
+        else:
+            self.mask = torch.Generator(device).manual_seed(derive_seed(seed, "run", run, "mask"))
+            self.noise = torch.Generator(device).manual_seed(derive_seed(seed, "run", run, "noise"))
+
+    @classmethod
+    def for_runs(cls, seed: int, runs: Sequence[int], device: str | torch.device = "cpu"
+                 ) -> list[RunStreams]:
+        """The streams of ``runs``; on the CPU in one block, so that a step draws every run's
+        numbers in one call (:func:`draw_step`)."""
+        if torch.device(device).type != "cpu":
+            return [cls(seed, int(r), device) for r in runs]
+        block = kernels.StreamBlock([_stream_seeds(seed, int(r)) for r in runs])
+        return [cls(seed, int(r), device, block, i) for i, r in enumerate(runs)]
 
     def draw_uniform(self, out: torch.Tensor) -> torch.Tensor:
         """One step's sampling uniforms (float32, one per record); ``< q`` samples."""
-        return torch.rand(out.shape, generator=self.mask, out=out)
+        if self.block is None:
+            return torch.rand(out.shape, generator=self.mask, out=out)
+        return self.block.uniform(_MASK, out, slice(self.row, self.row + 1))
 
     def draw_noise(self, out: torch.Tensor) -> torch.Tensor:
         """One step's standard normal noise, P values in parameter order."""
-        return out.normal_(generator=self.noise)
+        if self.block is None:
+            return out.normal_(generator=self.noise)
+        return self.block.normal(_NOISE, out, slice(self.row, self.row + 1))
+
+
+#: Columns of a run's CPU streams in a :class:`kernels.StreamBlock`.
+_MASK, _NOISE = 0, 1
+
+
+def _stream_seeds(seed: int, run: int) -> list[int]:
+    return [derive_seed(seed, "run", run, "mask"), derive_seed(seed, "run", run, "noise")]
 
 
 def init_params(
@@ -653,9 +707,13 @@ def gather_slots(n: int, q: float, tail: float = _SLOT_TAIL) -> int:
     return min(n, max(8, -(-k // 8) * 8))
 
 
-def _choose_batching(batching: str, model: MLP, n: int, q: float) -> str:
-    """``auto``: for a linear head, ``sampled`` at small q, else ``dense``; for an MLP,
-    ``gather`` when the slots are few and the first layer is wide.
+def _choose_batching(batching: str, model: MLP, n: int, q: float, device: torch.device,
+                     observed: bool = False) -> str:
+    """``auto``: on the CPU, ``per-run`` (the compiled kernels: each run trained to the end in
+    turn, its sampled records one at a time) for an MLP, and for a linear head at small q, else
+    ``dense``; ``observed`` (an observer sees every step) rules ``per-run`` out.  On a GPU,
+    for a linear head, ``sampled`` at small q, else ``dense``; for an MLP, ``gather`` when the
+    slots are few and the first layer is wide.
 
     Gathering copies each sampled row (d values) for ``2 * sizes[1]`` flops per
     value and per pass; with a narrow first layer (a linear head with K = 10)
@@ -668,10 +726,18 @@ def _choose_batching(batching: str, model: MLP, n: int, q: float) -> str:
     check_choice(batching, "batching", BATCHINGS)
     linear = len(model.sizes) == 2
     if batching == "sampled" and not linear:
-        raise ParameterError("batching", batching, "'auto', 'dense' or 'gather' for an MLP "
+        raise ParameterError("batching", batching, "'auto', 'dense', 'gather' or 'per-run' for an MLP "
                              "('sampled' needs a linear head)")
+    if batching == "per-run" and (device.type != "cpu" or observed):
+        raise ParameterError("batching", batching, "'auto', 'dense', 'gather' or 'sampled' on a GPU "
+                             "or with an observer ('per-run' is the CPU kernels, which train each "
+                             "run to the end)")
+    if len(model.sizes) > 17:
+        raise ParameterError("sizes", len(model.sizes), "at most 16 layers")
     if batching != "auto":
         return batching
+    if device.type == "cpu" and not observed:
+        return "per-run" if q < _PER_RUN_BELOW or not linear else "dense"
     if linear:
         return "sampled" if q < _SAMPLED_BELOW else "dense"
     few = gather_slots(n, q) < _GATHER_BELOW * (n + 1)
@@ -959,12 +1025,17 @@ class _Setup:
         return self.n + self.m
 
 
-def _bytes_per_run(s: _Setup, test_rows: int) -> int:
-    """Rough peak memory of one run in a chunk (activations, gradients, state)."""
-    rows = (s.slots + s.m) if s.batching == "gather" else s.n + 2 * s.m
+def _bytes_per_run(s: _Setup, test_rows: int, snapshots: int = 0) -> int:
+    """Rough peak memory of one run in a chunk (activations, gradients, state); the
+    ``per-run`` kernels hold one run's records at a time, outside the chunk, and keep the
+    run's parameters at its ``snapshots`` checkpoints."""
+    rows = s.slots + s.m if s.batching == "gather" else s.n + 2 * s.m
     width = sum(s.model.sizes[1:])
     per_row = 5 * width + 4 + (s.model.sizes[0] if s.batching == "gather" else 0)
-    params = s.model.num_params * (6 + (2 if s.dp.optimizer == "adam" else 0))
+    params = s.model.num_params * (6 + (2 if s.dp.optimizer == "adam" else 0)
+                                   + (snapshots if s.batching == "per-run" else 0))
+    if s.batching == "per-run":
+        rows = min(rows, test_rows)   # only the test and score passes see many rows at once
     item = torch.empty(0, dtype=s.dtype).element_size()
     return item * (max(rows, test_rows) * per_row + params)
 
@@ -983,6 +1054,19 @@ def _shared_rows(s: _Setup) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return x, y, (x * x).sum(-1) + 1
 
 
+def _shared_weight(s: _Setup, masks: torch.Tensor, bits: torch.Tensor) -> torch.Tensor:
+    """Which rows of :func:`_shared_rows` are in each run's batch, (R, rows) bool: the
+    sampled data, then z (bit 1) or z' (bit 0) of each sampled input canary."""
+    weight = masks[:, :s.n]
+    if _input_rows(s) is None:
+        return weight
+    cols = [weight]
+    for i in range(s.m):
+        canary_in = masks[:, s.n + i]
+        cols += [(canary_in & bits[:, i])[:, None], (canary_in & ~bits[:, i])[:, None]]
+    return torch.cat(cols, dim=1)
+
+
 def _make_batch(s: _Setup, masks: torch.Tensor, bits: torch.Tensor, table) -> _Batch:
     """This step's rows and weights for a chunk; ``masks`` is (R, n_records) bool, ``bits``
     (R, m) bool and ``table`` the rows of :func:`_shared_rows`.  Gather batching packs each
@@ -991,14 +1075,7 @@ def _make_batch(s: _Setup, masks: torch.Tensor, bits: torch.Tensor, table) -> _B
     rows = _input_rows(s)
     if s.batching in ("dense", "sampled"):
         x, y, x_sq = table
-        weight = masks[:, :n]
-        if rows is not None:
-            cols = [weight]
-            for i in range(s.m):
-                canary_in = masks[:, n + i]
-                cols += [(canary_in & bits[:, i])[:, None], (canary_in & ~bits[:, i])[:, None]]
-            weight = torch.cat(cols, dim=1)
-        return _Batch(x, y, x_sq, weight.to(s.dtype), shared=True)
+        return _Batch(x, y, x_sq, _shared_weight(s, masks, bits).to(s.dtype), shared=True)
     idx, weight = _slots(masks[:, :n], 0, s.slots)
     if rows is not None:
         # z of canary i is table row n + 2i, z' row n + 2i + 1.
@@ -1082,7 +1159,7 @@ def _train_chunk(
 ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
     """Train the runs of whole aligned blocks; ``real`` marks those asked for."""
     R, dev, dt, dp = len(runs), s.device, s.dtype, s.dp
-    streams = [RunStreams(seed, int(r), dev) for r in runs]
+    streams = RunStreams.for_runs(seed, runs, dev)
     bits = torch.as_tensor(bits_np.astype(bool)).reshape(R, -1).to(dev)      # (R, m)
     keep = torch.as_tensor(np.flatnonzero(real)).to(dev)
 
@@ -1093,8 +1170,8 @@ def _train_chunk(
         params[0] = (params[0].double() @ s.basis).to(dt)
     params = [p.to(dev) for p in params]
     grads = [torch.empty_like(p) for p in params]
-    step_params = _optimizer(dp, params)
     table = _shared_rows(s)
+    records = kernels.Records(*table) if s.batching == "per-run" else None
     if s.canary is None:
         scorer = lambda _params: torch.full((R, 1), math.nan, dtype=torch.float64)  # noqa: E731
     else:
@@ -1102,7 +1179,7 @@ def _train_chunk(
     std = dp.noise_multiplier * dp.clip
     scale = 1.0 / (dp.expected_batch_size or dp.sampling_rate * s.n_records)
     canary_g = _canary_gradients(s, bits, scale)
-    noise = torch.empty(R, s.model.num_params, dtype=dt, device=dev)
+    noisy_step = _noisy_step(dp, params, streams, std * scale)
     # At q = 1 every record is in every batch: no uniforms are drawn.  Canary records at a
     # rate of their own compare their uniforms with that rate.
     q_canary = dp.sampling_rate if dp.canary_sampling_rate is None else dp.canary_sampling_rate
@@ -1112,36 +1189,84 @@ def _train_chunk(
         rates = torch.full((s.n_records,), dp.sampling_rate, device=dev)
         rates[s.n:] = q_canary
     all_in = torch.ones(R, s.n_records, dtype=torch.bool, device=dev)
-    offsets = np.cumsum([0] + [math.prod(sh) for sh in s.model.shapes])
     scores = np.empty((len(steps_out), R, max(s.m, 1)))
     accuracy = np.empty((len(acc_steps), R))
     want_scores = {int(t): i for i, t in enumerate(steps_out)}
     want_acc = {int(t): i for i, t in enumerate(acc_steps)}
 
-    for t in range(dp.steps + 1):
+    def record(t: int, at: Sequence[torch.Tensor]) -> None:
         if t in want_scores:
-            scores[want_scores[t]] = scorer(params).cpu().numpy()
+            scores[want_scores[t]] = scorer(at).cpu().numpy()
         if t in want_acc and test is not None:
-            accuracy[want_acc[t]] = _accuracy(params, test, test_rows).cpu().numpy()
+            accuracy[want_acc[t]] = _accuracy(at, test, test_rows).cpu().numpy()
+
+    if s.batching == "per-run":
+        at_steps = sorted(want_scores.keys() | want_acc.keys())
+        snaps = kernels.train_runs(
+            params, records, streams[0].block, n=s.n, bits=bits, input_canary=_input_rows(s) is not None,
+            q=dp.sampling_rate, q_canary=q_canary, clip=dp.clip, scale=scale, std_scale=std * scale,
+            steps=dp.steps, optimizer=dp.optimizer, lr=dp.lr, betas=dp.betas, eps=dp.eps,
+            gradient_canary=_flat_canary_gradients(s, canary_g), checkpoints=at_steps)
+        offsets = np.cumsum([0] + [math.prod(sh) for sh in s.model.shapes])
+        for snap, t in zip(snaps, at_steps):
+            record(t, [snap[:, lo:hi].reshape(R, *sh)
+                       for sh, lo, hi in zip(s.model.shapes, offsets[:-1], offsets[1:])])
+        bar.update(len(keep) * dp.steps)
+        return scores[:, real], accuracy[:, real], [p[keep].cpu().numpy() for p in params]
+
+    for t in range(dp.steps + 1):
+        record(t, params)
         if t == dp.steps:
             break
-        draw_step(streams, uniforms, noise)
+        if uniforms is not None:
+            draw_step(streams, uniforms, None)
         masks = all_in if uniforms is None else uniforms < rates
-        step_sum = _clipped_sum_sampled if s.batching == "sampled" else _clipped_sum
         # Gradients are divided by the expected batch size as they are made.
-        step_sum(params, _make_batch(s, masks, bits, table), dp.clip, grads, scale)
+        batch = _make_batch(s, masks, bits, table)
+        if s.batching == "sampled":
+            _clipped_sum_sampled(params, batch, dp.clip, grads, scale)
+        elif len(params) == 2 and batch.shared and dev.type == "cpu":
+            kernels.head_clipped_sum(params, batch.x, batch.y, batch.x_sq, batch.weight, dp.clip, grads, scale)
+        else:
+            _clipped_sum(params, batch, dp.clip, grads, scale)
         if s.batching == "gather":
             _add_overflow(s, params, masks, table, dp.clip, grads, scale)
-        for gr, lo, hi in zip(grads, offsets[:-1], offsets[1:]):
-            gr.add_(noise[:, lo:hi].reshape(gr.shape), alpha=std * scale)
         for i, layer, cols, values in canary_g:
             grads[layer].view(R, -1).index_add_(1, cols, values * masks[:, s.n + i, None].to(dt))
-        step_params(grads)
+        noisy_step(grads, t + 1)
         if observe is not None:
             observe(t + 1, [p[keep] for p in params], [g[keep] for g in grads])
         bar.update(len(keep))
     final = [p[keep].cpu().numpy() for p in params]
     return scores[:, real], accuracy[:, real], final
+
+
+def _noisy_step(dp: DPConfig, params: list[torch.Tensor], streams: Sequence[RunStreams],
+                std_scale: float) -> Callable[[list[torch.Tensor], int], None]:
+    """``step(grads, t)``: each run's P noise values times ``std_scale`` added to its
+    gradients, then the optimiser's t-th step; on the CPU one pass of the compiled kernels
+    (:func:`kernels.noise_step`), on a GPU the device's draws and torch's optimiser."""
+    if streams[0].block is not None:
+        block = streams[0].block
+        moments = None
+        if dp.optimizer == "adam":
+            moments = ([torch.zeros_like(p) for p in params], [torch.zeros_like(p) for p in params])
+
+        def cpu_step(grads: list[torch.Tensor], t: int) -> None:
+            kernels.noise_step(params, grads, block, _NOISE, std_scale, dp.optimizer, dp.lr,
+                               moments=moments, betas=dp.betas, eps=dp.eps, step=t)
+        return cpu_step
+    noise = torch.empty(len(streams), sum(p[0].numel() for p in params), dtype=params[0].dtype,
+                        device=params[0].device)
+    offsets = np.cumsum([0] + [p[0].numel() for p in params])
+    step_params = _optimizer(dp, params)
+
+    def device_step(grads: list[torch.Tensor], t: int) -> None:
+        draw_step(streams, None, noise)
+        for gr, lo, hi in zip(grads, offsets[:-1], offsets[1:]):
+            gr.add_(noise[:, lo:hi].reshape(gr.shape), alpha=std_scale)
+        step_params(grads)
+    return device_step
 
 
 def _optimizer(dp: DPConfig, params: list[torch.Tensor]) -> Callable[[list[torch.Tensor]], None]:
@@ -1160,6 +1285,18 @@ def _optimizer(dp: DPConfig, params: list[torch.Tensor]) -> Callable[[list[torch
     return lambda grads: adam(params, grads, exp_avgs, exp_avg_sqs, [], counts, fused=True,
                               amsgrad=False, beta1=beta1, beta2=beta2, lr=dp.lr,
                               weight_decay=0.0, eps=dp.eps, maximize=False)
+
+
+def _flat_canary_gradients(s: _Setup, canary_g: list[tuple[int, int, torch.Tensor, torch.Tensor]]
+                           ) -> tuple[np.ndarray, np.ndarray, torch.Tensor] | None:
+    """:func:`_canary_gradients` as :func:`kernels.train_runs` takes them: per entry its canary
+    and flat column, and the values (R, entries)."""
+    if not canary_g:
+        return None
+    offsets = np.cumsum([0] + [math.prod(sh) for sh in s.model.shapes])
+    which = np.concatenate([np.full(len(cols), i) for i, _, cols, _ in canary_g])
+    cols = np.concatenate([offsets[layer] + cols.cpu().numpy() for _, layer, cols, _ in canary_g])
+    return which, cols, torch.cat([values for *_, values in canary_g], dim=1)
 
 
 def _canary_gradients(s: _Setup, bits: torch.Tensor, scale: float
@@ -1186,24 +1323,44 @@ def _canary_gradients(s: _Setup, bits: torch.Tensor, scale: float
 _POOL: ThreadPoolExecutor | None = None
 
 
+def _one_block(streams: Sequence[RunStreams]) -> slice | None:
+    """The rows of the streams' shared CPU block when they are consecutive rows of one."""
+    block = streams[0].block
+    if block is None or any(st.block is not block for st in streams):
+        return None
+    lo = streams[0].row
+    if any(st.row != lo + i for i, st in enumerate(streams)):
+        return None
+    return slice(lo, lo + len(streams))
+
+
 def draw_step(
-    streams: Sequence[RunStreams], uniforms: torch.Tensor | None, noise: torch.Tensor
+    streams: Sequence[RunStreams], uniforms: torch.Tensor | None, noise: torch.Tensor | None
 ) -> None:
     """Each run's uniforms and noise for one step, into row r of ``uniforms`` (or None at
-    q = 1) and ``noise``; on the CPU the runs are split over threads.
+    q = 1) and ``noise`` (or None); on the CPU in one call per block of streams, the runs
+    split over threads.
 
-    Every run owns its generators and its rows, so the split changes nothing
-    but the wall time (torch releases the GIL while drawing).
+    Every run owns its generators and its rows, so the split changes nothing but the wall
+    time.
     """
     global _POOL
+    rows = _one_block(streams)
+    if rows is not None:
+        if uniforms is not None:
+            streams[0].block.uniform(_MASK, uniforms, rows)
+        if noise is not None:
+            streams[0].block.normal(_NOISE, noise, rows)
+        return
 
     def work(lo: int, hi: int) -> None:
         for r in range(lo, hi):
             if uniforms is not None:
                 streams[r].draw_uniform(uniforms[r])
-            streams[r].draw_noise(noise[r])
+            if noise is not None:
+                streams[r].draw_noise(noise[r])
 
-    workers = max(1, torch.get_num_threads()) if noise.device.type == "cpu" else 1
+    workers = max(1, torch.get_num_threads()) if streams[0].block is not None else 1
     R = len(streams)
     if workers == 1 or R < 2 * workers:
         work(0, R)
@@ -1291,7 +1448,7 @@ def train(
         data = Records((data.x.double().cpu() @ span).to(data.x.dtype), data.y)
         canary = _canary_in_span(canary, span, K)
     n = data.x.shape[0]
-    mode = _choose_batching(batching, model, n, dp.sampling_rate)
+    mode = _choose_batching(batching, model, n, dp.sampling_rate, dev, observed=observe is not None)
     data = Records(data.x.to(dev, dtype), data.y.to(dev, torch.long))
     if canary is not None:
         canary = canary.to(dev, dtype)
@@ -1302,9 +1459,10 @@ def train(
     test_rows = n + 2 if test is None else min(test.x.shape[0], n + 2)
     test_dev = None if test is None else Records(test.x.to(dev, dtype), test.y.to(dev, torch.long))
     budget = memory_mb * 2**20
-    if dev.type == "cpu" and torch.get_num_threads() == 1:
+    if dev.type == "cpu" and torch.get_num_threads() == 1 and mode != "per-run":
         budget = min(budget, _CPU_CHUNK_BYTES)
-    per_chunk = max(1, int(budget // _bytes_per_run(setup, test_rows)) // MIN_CHUNK)
+    snapshots = len(set(steps_out.tolist()) | set(acc.tolist()))
+    per_chunk = max(1, int(budget // _bytes_per_run(setup, test_rows, snapshots)) // MIN_CHUNK)
 
     # Runs are trained in aligned blocks of MIN_CHUNK consecutive indices, run r in slot
     # r % MIN_CHUNK: batched products may round a slot differently by its position, so

@@ -1,0 +1,22 @@
+"""Build the engine's CPU kernels (src/subaudit/_kernels.cpp): one shared library per x86-64
+instruction set (the engine loads the widest the CPU has; all give the same bits), one
+elsewhere.  They are plain C ABI libraries, loaded with ctypes by subaudit.kernels."""
+
+import platform
+
+from setuptools import Extension, setup
+
+FLAGS = ["-O3", "-std=c++17", "-ffp-contract=off", "-fno-math-errno"]
+VARIANTS = {"": []}
+if platform.machine().lower() in ("x86_64", "amd64"):
+    VARIANTS = {
+        "_sse2": [],
+        "_avx2": ["-mavx2"],
+        "_avx512": ["-mavx512f", "-mavx512dq", "-mavx512bw", "-mavx512vl", "-mprefer-vector-width=512"],
+    }
+
+setup(ext_modules=[
+    Extension(f"subaudit._kernels{suffix}", ["src/subaudit/_kernels.cpp"], language="c++",
+              extra_compile_args=FLAGS + flags, depends=["src/subaudit/_ziggurat.h"])
+    for suffix, flags in VARIANTS.items()
+])

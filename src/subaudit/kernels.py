@@ -1,0 +1,349 @@
+"""The engine's compiled CPU kernels (``_kernels.cpp``), called through ctypes.
+
+What a CPU audit repeats R times per step, for a range of runs, every run's numbers
+depending on that run alone (see the C++ file's header):
+
+* :class:`StreamBlock`: random streams, one per run and purpose (xoroshiro128++ lanes,
+  24-bit uniforms, ziggurat normals);
+* :func:`clipped_sum`: the sum of a run's clipped per-example gradients over its sampled
+  records, for a Tanh MLP or a linear head, with a dense or a sparse (CSR) first layer;
+* :func:`noise_step`: Gaussian noise into the privatised gradient and the SGD or Adam step;
+* :func:`train_runs`: whole trainings (sampling, both of the above, canaries), one run after
+  another, so that a run's parameters and optimiser state stay in the core's cache; the
+  parameters at the checkpoints come back for scoring.
+
+The library is built by ``pip install`` (``setup.py``) once per x86-64 instruction set
+(SSE2, AVX2, AVX-512); :func:`library` loads the widest this CPU runs (``SUBAUDIT_KERNELS``
+picks another).  All builds give the same bits (tested).  Runs are split over
+``torch.get_num_threads()`` threads (ctypes releases
+the GIL), which changes nothing but the wall time.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import math
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from subaudit.validation import ParameterError
+
+__all__ = ["VARIANTS", "StreamBlock", "clipped_sum", "cpu_variant", "library", "noise_step"]
+
+#: Builds of the library on x86-64, widest first, with the CPU flags each needs.
+VARIANTS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("avx512", ("avx512f", "avx512dq", "avx512bw", "avx512vl")),
+    ("avx2", ("avx2",)),
+    ("sse2", ()),
+)
+
+_VP = ctypes.c_void_p
+_I64 = ctypes.c_int64
+_D = ctypes.c_double
+_SIGNATURES = {
+    "sa_stream_words": ([], ctypes.c_int),
+    "sa_seed": ([_VP, ctypes.c_uint64], None),
+    "sa_uniform_f32": ([_I64, _I64, _VP, _I64, _VP, _I64], None),
+    "sa_normal_f32": ([_I64, _I64, _VP, _I64, _VP, _I64], None),
+    "sa_normal_f64": ([_I64, _I64, _VP, _I64, _VP, _I64], None),
+    "sa_clipped_sum_f32": ([_I64, _I64, ctypes.c_int, _VP, _VP, _VP, _I64, _VP, _VP, _VP, _VP, _VP,
+                            _VP, _VP, _D, _D], None),
+    "sa_noise_step_f32": ([_I64, _I64, ctypes.c_int, _VP, _VP, _VP, _VP, _VP, _VP, _I64, _D,
+                           ctypes.c_int, _D, _D, _D, _D, _I64], None),
+    "sa_train_runs_f32": ([_I64, _I64, ctypes.c_int, _VP, _VP, _VP, _VP, _VP, ctypes.c_int, _D, _D, _D,
+                           _D, _I64, _VP, _VP, _VP, _VP, _VP, _VP, _I64, _I64, ctypes.c_int, _VP,
+                           ctypes.c_int, _D, _D, _D, _D, _D, _I64, _I64, _VP, _VP, _VP, _VP, _I64,
+                           _VP, _VP, _I64, _I64], None),
+    "sa_draw_only_f32": ([_I64, _I64, _VP, _I64, _I64, _I64], None),
+}
+_SIGNATURES["sa_softmax_clip_f32"] = ([_I64, _I64, _I64, _I64, _I64, _VP, _VP, _VP, _VP, _VP, _D, _D, _VP],
+                                      None)
+for _name in ("sa_clipped_sum", "sa_noise_step", "sa_train_runs", "sa_softmax_clip"):
+    _SIGNATURES[f"{_name}_f64"] = _SIGNATURES[f"{_name}_f32"]
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return set()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return set(line.split(":", 1)[1].split())
+    return set()
+
+
+def cpu_variant() -> str:
+    """The build this process runs: the widest of ``avx512``, ``avx2``, ``sse2`` this CPU has
+    on x86-64 (``SUBAUDIT_KERNELS`` may name a narrower one; all give the same bits), ``""``
+    elsewhere."""
+    if importlib.util.find_spec("subaudit._kernels") is not None:
+        return ""
+    flags = _cpu_flags()
+    usable = [name for name, need in VARIANTS if set(need) <= flags]
+    asked = os.environ.get("SUBAUDIT_KERNELS")
+    if asked is None:
+        return usable[0]
+    if asked not in usable:
+        raise ParameterError("SUBAUDIT_KERNELS", asked, f"a build this CPU runs: {usable}")
+    return asked
+
+
+@lru_cache(maxsize=None)
+def library(variant: str | None = None) -> ctypes.CDLL:
+    """The loaded kernels (``variant``: a build of :data:`VARIANTS`; default the CPU's own)."""
+    variant = cpu_variant() if variant is None else variant
+    name = f"subaudit._kernels_{variant}" if variant else "subaudit._kernels"
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.origin is None:
+        raise ImportError(f"subaudit's compiled CPU kernels ({name}) are not built: reinstall the "
+                          "package with a C++ compiler on PATH (pip install -e .)")
+    lib = ctypes.CDLL(spec.origin)
+    for fn, (args, res) in _SIGNATURES.items():
+        f = getattr(lib, fn)
+        f.argtypes, f.restype = args, res
+    return lib
+
+
+def _ptr(t: torch.Tensor | np.ndarray | None) -> int | None:
+    if t is None:
+        return None
+    if isinstance(t, np.ndarray):
+        return t.ctypes.data
+    return t.data_ptr()
+
+
+def _ptrs(tensors: Sequence[torch.Tensor]) -> ctypes.Array:
+    return (_VP * len(tensors))(*[t.data_ptr() for t in tensors])
+
+
+_POOL: ThreadPoolExecutor | None = None
+
+
+def _over_runs(R: int, work: Callable[[int, int], None]) -> None:
+    """``work(r0, r1)`` over [0, R) split into one contiguous range per thread."""
+    global _POOL
+    workers = max(1, torch.get_num_threads())
+    if workers == 1 or R < 2 * workers:
+        work(0, R)
+        return
+    if _POOL is None or _POOL._max_workers != workers:
+        _POOL = ThreadPoolExecutor(workers, thread_name_prefix="subaudit-kernels")
+    bounds = np.linspace(0, R, workers + 1).astype(int)
+    list(_POOL.map(work, bounds[:-1], bounds[1:]))
+
+
+class StreamBlock:
+    """Random streams of R runs, ``purposes`` each (e.g. mask and noise), as one array of
+    states: stream (r, k) is row r, column k, seeded with ``seeds[r][k]``."""
+
+    def __init__(self, seeds: Sequence[Sequence[int]]) -> None:
+        lib = library()
+        seeds = np.asarray(seeds, dtype=np.uint64)
+        self.runs, self.purposes = seeds.shape
+        self.words = lib.sa_stream_words()
+        self.state = np.zeros((self.runs, self.purposes, self.words), dtype=np.uint64)
+        for r in range(self.runs):
+            for k in range(self.purposes):
+                lib.sa_seed(self.state[r, k].ctypes.data, int(seeds[r, k]))
+
+    def _call(self, fn: str, purpose: int, out: torch.Tensor, rows: slice) -> None:
+        if not out.is_contiguous() or out.device.type != "cpu":
+            raise ValueError("draws go into a contiguous CPU tensor")
+        lo, hi, _ = rows.indices(self.runs)
+        n = out.numel() // max(1, hi - lo)
+        f = getattr(library(), fn)
+        base = self.state[lo:hi, purpose]
+        step = self.purposes
+        _over_runs(hi - lo, lambda r0, r1: f(r0, r1, base.ctypes.data, step, out.data_ptr(), n))
+
+    def uniform(self, purpose: int, out: torch.Tensor, rows: slice = slice(None)) -> torch.Tensor:
+        """Each run's next ``n`` uniforms on [0, 1) into row r of ``out`` (float32)."""
+        if out.dtype != torch.float32:
+            raise ValueError("uniforms are float32")
+        self._call("sa_uniform_f32", purpose, out, rows)
+        return out
+
+    def normal(self, purpose: int, out: torch.Tensor, rows: slice = slice(None)) -> torch.Tensor:
+        """Each run's next ``n`` standard normals into row r of ``out`` (float32: the float64
+        draws rounded)."""
+        self._call("sa_normal_f64" if out.dtype == torch.float64 else "sa_normal_f32", purpose,
+                   out, rows)
+        return out
+
+
+def _kind(dtype: torch.dtype) -> str:
+    if dtype == torch.float32:
+        return "f32"
+    if dtype == torch.float64:
+        return "f64"
+    raise ValueError(f"kernels compute in float32 or float64, not {dtype}")
+
+
+class Records:
+    """A table of records in the form :func:`clipped_sum` reads: dense rows, or CSR when the
+    rows are mostly zeros (a one-hot first layer then costs its non-zeros only)."""
+
+    #: Rows with at most this share of non-zeros go as CSR.
+    SPARSE_BELOW = 0.25
+
+    def __init__(self, x: torch.Tensor, y: torch.Tensor, x_sq: torch.Tensor) -> None:
+        self.rows, self.d = x.shape
+        self.dtype = x.dtype
+        self.y = y.to(torch.int64).contiguous()
+        self.x_sq = x_sq.to(x.dtype).contiguous()
+        nonzero = x != 0
+        self.sparse = int(nonzero.sum()) <= self.SPARSE_BELOW * x.numel()
+        if self.sparse:
+            counts = nonzero.sum(1)
+            self.ptr = torch.zeros(self.rows + 1, dtype=torch.int64)
+            torch.cumsum(counts, 0, out=self.ptr[1:])
+            r, c = nonzero.nonzero(as_tuple=True)
+            self.col = c.to(torch.int64).contiguous()
+            self.val = x[r, c].contiguous()
+            self.x = None
+        else:
+            self.x = x.contiguous()
+            self.ptr = self.col = self.val = None
+
+    def pointers(self) -> tuple[int | None, ...]:
+        """The table's arrays as the kernels take them: x, CSR, labels, ||x||^2 + 1."""
+        return tuple(_ptr(a) for a in (self.x, self.ptr, self.col, self.val, self.y, self.x_sq))
+
+
+def _sizes(params: Sequence[torch.Tensor]) -> np.ndarray:
+    L = len(params) // 2
+    return np.array([params[0].shape[2]] + [params[2 * k].shape[1] for k in range(L)], np.int64)
+
+
+def clipped_sum(params: Sequence[torch.Tensor], records: Records, weight: torch.Tensor, clip: float,
+                grads: Sequence[torch.Tensor], scale: float) -> None:
+    """``grads`` (each (R, *shape), contiguous) = ``scale`` x the sum over each run's records
+    with ``weight[r, i]`` (bool, (R, rows)) of the clipped per-example gradients of the MLP
+    with parameters ``params`` (weight (R, out, in), bias (R, out) per layer)."""
+    sizes = _sizes(params)
+    P, G = _ptrs(params), _ptrs(grads)
+    weight = weight.contiguous()
+    f = getattr(library(), f"sa_clipped_sum_{_kind(records.dtype)}")
+
+    def work(r0: int, r1: int) -> None:
+        f(r0, r1, len(params) // 2, sizes.ctypes.data, P, G, records.rows, *records.pointers(),
+          _ptr(weight), clip, scale)
+
+    _over_runs(params[0].shape[0], work)
+
+
+def head_clipped_sum(params: Sequence[torch.Tensor], x: torch.Tensor, y: torch.Tensor, x_sq: torch.Tensor,
+                     weight: torch.Tensor, clip: float, grads: Sequence[torch.Tensor], scale: float) -> None:
+    """:func:`clipped_sum` of a linear head (weight (R, K, d), bias (R, K)) over every record
+    of ``x`` (rows, d) with ``weight`` (R, rows) 0 or 1: the logits and the weight gradients
+    are torch's matrix products over all runs at once, the softmax, norms and clipping between
+    them one pass of the kernels."""
+    w, b = params
+    gw, gb = grads
+    R, K, d = w.shape
+    rows = x.shape[0]
+    z = x @ w.reshape(R * K, d).T                                               # (rows, R K)
+    weight = weight.to(x.dtype).contiguous()
+    f = getattr(library(), f"sa_softmax_clip_{_kind(x.dtype)}")
+    yy, xs = y.to(torch.int64).contiguous(), x_sq.contiguous()
+    _over_runs(R, lambda r0, r1: f(r0, r1, rows, R, K, z.data_ptr(), b.data_ptr(), yy.data_ptr(),
+                                   xs.data_ptr(), weight.data_ptr(), clip, scale, gb.data_ptr()))
+    torch.mm(z.T, x, out=gw.view(R * K, d))
+
+
+def _moments(params: Sequence[torch.Tensor], optimizer: str,
+             moments: tuple[Sequence[torch.Tensor], Sequence[torch.Tensor]] | None):
+    if optimizer != "adam":
+        return None, None
+    if moments is None:
+        raise ValueError("Adam needs its moments (exp_avg, exp_avg_sq)")
+    return _ptrs(moments[0]), _ptrs(moments[1])
+
+
+def noise_step(params: Sequence[torch.Tensor], grads: Sequence[torch.Tensor], streams: StreamBlock,
+               purpose: int, std_scale: float, optimizer: str, lr: float, *,
+               moments: tuple[Sequence[torch.Tensor], Sequence[torch.Tensor]] | None = None,
+               betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, step: int = 1) -> None:
+    """Per run: its next P normals (parameters in order) times ``std_scale`` into ``grads``,
+    then the optimiser's step on ``params`` (SGD: p -= lr g; Adam: torch.optim.Adam's update
+    with ``moments`` (exp_avg, exp_avg_sq) and bias corrections at ``step``)."""
+    sizes = _sizes(params)
+    m, v = _moments(params, optimizer, moments)
+    P, G = _ptrs(params), _ptrs(grads)
+    f = getattr(library(), f"sa_noise_step_{_kind(params[0].dtype)}")
+    base = streams.state[:, purpose]
+
+    def work(r0: int, r1: int) -> None:
+        f(r0, r1, len(params) // 2, sizes.ctypes.data, P, G, m, v, base.ctypes.data, streams.purposes,
+          std_scale, int(optimizer == "adam"), lr, betas[0], betas[1], eps, step)
+
+    _over_runs(params[0].shape[0], work)
+
+
+def train_runs(params: Sequence[torch.Tensor], records: Records, streams: StreamBlock, *,
+               n: int, bits: torch.Tensor, input_canary: bool, q: float, q_canary: float, clip: float,
+               scale: float, std_scale: float, steps: int, optimizer: str, lr: float,
+               betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+               gradient_canary: tuple[np.ndarray, np.ndarray, torch.Tensor] | None = None,
+               checkpoints: Sequence[int] = ()) -> torch.Tensor:
+    """Train every run of ``params`` (trained in place from their values) for ``steps`` steps
+    and return the parameters at ``checkpoints`` (ascending step counts, 0 = the start), as
+    (checkpoints, R, P).
+
+    Per step a run draws ``n + m`` uniforms from stream 0 (none when ``q`` and ``q_canary``
+    are 1): record i < n is in its batch when ``u_i < q``, canary i when ``u_{n+i} <
+    q_canary``; an input canary (``input_canary``) is then table row ``n + 2i`` (bit 1) or
+    ``n + 2i + 1`` (bit 0) of ``records``; a gradient canary adds its values
+    (``gradient_canary``: canary index and flat column per entry, values (R, entries) chosen
+    by the bit and times ``scale``).  Then :func:`clipped_sum`, and :func:`noise_step` with
+    stream 1.
+    """
+    R = params[0].shape[0]
+    dt = params[0].dtype
+    sizes = _sizes(params)
+    P_total = sum(math.prod(p.shape[1:]) for p in params)
+    grads = [torch.empty_like(p) for p in params]
+    moments = ([torch.zeros_like(p) for p in params], [torch.zeros_like(p) for p in params]) \
+        if optimizer == "adam" else None
+    m, v = _moments(params, optimizer, moments)
+    P, G = _ptrs(params), _ptrs(grads)
+    bits8 = bits.to(torch.uint8).contiguous()
+    mc = bits8.shape[1]
+    g_canary, g_col, g_val = (np.zeros(0, np.int64), np.zeros(0, np.int64),
+                              torch.zeros(R, 0, dtype=dt)) if gradient_canary is None else gradient_canary
+    g_canary = np.ascontiguousarray(g_canary, np.int64)
+    g_col = np.ascontiguousarray(g_col, np.int64)
+    g_val = g_val.to(dt).contiguous()
+    snap_steps = np.asarray(sorted({int(t) for t in checkpoints}), np.int64)
+    snap = torch.empty(len(snap_steps), R, P_total, dtype=dt)
+    draw = not (q == 1.0 and q_canary == 1.0)
+    if streams.purposes != 2 or streams.runs != R:
+        raise ValueError("train_runs needs a block of (R, 2) streams: mask, noise")
+    f = getattr(library(), f"sa_train_runs_{_kind(dt)}")
+
+    def work(r0: int, r1: int) -> None:
+        f(r0, r1, len(params) // 2, sizes.ctypes.data, P, G, m, v, int(optimizer == "adam"), lr,
+          betas[0], betas[1], eps, records.rows, *records.pointers(), n, mc, int(input_canary),
+          _ptr(bits8), int(draw), q, q_canary, clip, scale, std_scale, steps, len(g_col),
+          g_canary.ctypes.data, g_col.ctypes.data, _ptr(g_val), streams.state.ctypes.data,
+          len(snap_steps), snap_steps.ctypes.data, _ptr(snap), R, P_total)
+
+    _over_runs(R, work)
+    return snap
+
+
+def draw_only(streams: StreamBlock, n_uniforms: int, num_params: int, steps: int) -> None:
+    """Only the draws of ``steps`` steps of :func:`train_runs` (the cost of its randomness)."""
+    if streams.purposes != 2:
+        raise ValueError("draw_only needs a block of (R, 2) streams: mask, noise")
+    f = library().sa_draw_only_f32
+    _over_runs(streams.runs, lambda r0, r1: f(r0, r1, streams.state.ctypes.data, n_uniforms,
+                                              num_params, steps))
