@@ -177,6 +177,21 @@ def test_per_run_training_is_the_torch_path_on_one_hot_records(kind, optimizer):
         np.testing.assert_allclose(pa, pb, rtol=1e-10, atol=1e-12)
 
 
+def test_float32_per_run_training_is_close_to_the_torch_path():
+    """float32 (the kernels' own tanh and exp): within float tolerance of the torch path."""
+    model, x, y, _, _ = _mlp_case((24, 16, 5), True, n=60, dtype=torch.float32)
+    data = Records(x, y)
+    canary = InputCanary(x[:2].clone(), torch.tensor([1, 4]))
+    dp = DPConfig(steps=20, sampling_rate=0.3, noise_multiplier=0.9, clip=0.8, lr=0.01, optimizer="adam")
+    kw = dict(seed=4, runs=np.arange(16), bits=np.arange(16) % 2, score_every=10, init="random",
+              keep_params=True, progress=False)
+    a = train(model, data, canary, dp, batching="per-run", **kw)
+    b = train(model, data, canary, dp, batching="gather", **kw)
+    for pa, pb in zip(a.params, b.params):
+        np.testing.assert_allclose(pa, pb, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(a.scores, b.scores, rtol=1e-4, atol=1e-5)
+
+
 def test_every_build_gives_the_same_bits(monkeypatch):
     """Each build this CPU can run (SSE2, AVX2, AVX-512 on x86-64) draws and trains the
     same numbers."""

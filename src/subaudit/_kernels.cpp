@@ -1,10 +1,10 @@
 // CPU kernels of subaudit's training engine, loaded with ctypes by subaudit.kernels.
 //
-// Three things a DP-SGD audit does R times per step, written so that one run's numbers
-// depend on that run alone: every loop over a run's records, parameters and draws has a
-// fixed order, and no floating-point operation is reassociated or contracted (the library
-// is built with -ffp-contract=off and without -ffast-math; vector code uses GCC's generic
-// 16-lane vectors, so an AVX-512 build and an SSE2 one give the same bits):
+// What a DP-SGD audit does R times per step, written so that one run's numbers depend on
+// that run alone: every loop over a run's records, parameters and draws has a fixed order,
+// and no floating-point operation is reassociated or contracted (the library is built with
+// -ffp-contract=off and without -ffast-math; sums run in 16 logical lanes held in GCC
+// vectors of the build's width, so an AVX-512 build and an SSE2 one give the same bits):
 //
 //  * random streams: four xoroshiro128++ lanes (Blackman and Vigna 2018) seeded by
 //    splitmix64, with uniforms of 24 bits and standard normals by the 256-layer ziggurat of
@@ -15,7 +15,11 @@
 //    min(1, C / (norm + 1e-6)), times 1 / (expected batch size); a sparse first layer (CSR
 //    inputs, e.g. one-hot attributes) costs its non-zeros only;
 //  * Gaussian noise drawn into the privatised gradient and the SGD or Adam step, fused in
-//    one pass over the parameters (torch.optim's formulas).
+//    one pass over the parameters (torch.optim's formulas);
+//  * whole trainings of runs one after another (the above, the Poisson draws and the
+//    canaries), so that a run's parameters and optimiser state stay in the core's cache;
+//  * a dense linear head's softmax and clipping between torch's matrix products.
+// float32 uses rational / polynomial tanh and exp (Eigen's, Cephes'), float64 libm's.
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>

@@ -433,7 +433,7 @@ def craft_backdoor(model: MLP, features: dict[str, Any], target: int, reference:
                          for r in range(len(runs))])
         along.append((flat_params(grads).double() @ u).abs())
 
-    start = init_params(model, [RunStreams(seed, int(r)) for r in runs], init, torch.float64)
+    start = init_params(model, RunStreams.for_runs(seed, runs), init, torch.float64)
     canary.initialise(start)
     at_start = [_alignment(model, [p[r] for p in start], canary)[1 - int(bits[r])]
                 for r in range(len(runs))]

@@ -45,25 +45,29 @@ Both scores (:class:`LogitDifference`, :class:`Projection`) are larger under
 Poisson draw and bit: :class:`InputCanaries` and :class:`OneHotCanaries` (the latter
 sparse, through :meth:`Canary.gradient_columns`, and scored by :class:`Coordinates`).
 
-Speed: with the records shared by all runs (``dense`` batching) the first
-layer's forward and its weight gradient are each one large matrix product over
-all runs; per-example gradient norms use the closed form of a linear layer
-(``||g_i||^2 = sum_l ||delta_i^l||^2 (||a_i^{l-1}||^2 + 1)``) instead of
-materialising per-example gradients, which for R = 256 image heads would take
-4 GB.  At small q, ``gather`` batching packs each run's sampled records into a
-fixed number of slots (covering its batch but with probability 1e-3) and works
-per run (batched matrix products), doing about q of the dense work; the rare
-excess goes through overflow slots, computed only for the blocks that need them.
+Speed: on the CPU an MLP, and a linear head at small q, train in the compiled kernels
+(:mod:`subaudit.kernels`, ``per-run`` batching): each run to its last step before the
+next, its parameters and optimiser state in the core's cache, every sampled record on
+its own (a sparse first layer at the cost of its non-zeros), the noise drawn straight
+into the optimiser's step.  With the records shared by all runs (``dense`` batching)
+the first layer's forward and its weight gradient are each one large matrix product
+over all runs; per-example gradient norms use the closed form of a linear layer
+(``||g_i||^2 = sum_l ||delta_i^l||^2 (||a_i^{l-1}||^2 + 1)``) instead of materialising
+per-example gradients, which for R = 256 image heads would take 4 GB.  On a GPU, at
+small q, ``gather`` batching packs each run's sampled records into a fixed number of
+slots (covering its batch but with probability 1e-3) and works per run (batched matrix
+products), doing about q of the dense work; the rare excess goes through overflow
+slots, computed only for the blocks that need them.
 
 Determinism: run r's randomness comes only from ``(seed, r)``, through three
 generators of its own (:class:`RunStreams`: initialisation on the CPU, sampling
-and noise on the training device) consumed in a fixed pattern per step: one
-``rand(n + 1)`` and one ``normal_`` of all P parameters.  Runs are trained in
-aligned blocks of :data:`MIN_CHUNK` consecutive indices, run r always in slot
-``r % MIN_CHUNK``, and every product has shapes that depend on neither the other
-runs nor the chunking (gather and overflow slots depend only on n and q), so on
-one device kind a run's scores are bitwise the same alone, in a chunk of 7 or of
-1,000, and for any thread count (tested).  Training a lone run costs a block.
+and noise on the training device) consumed in a fixed pattern per step: n + m
+uniforms and P normals.  The kernels compute each run on its own in a fixed order;
+the batched products are trained in aligned blocks of :data:`MIN_CHUNK` consecutive
+indices, run r always in slot ``r % MIN_CHUNK``, and every product has shapes that
+depend on neither the other runs nor the chunking (gather and overflow slots depend
+only on n and q).  So on one device kind a run's scores are bitwise the same alone,
+in a chunk of 7 or of 1,000, and for any thread count (tested).
 """
 
 from __future__ import annotations
@@ -1029,13 +1033,11 @@ def _bytes_per_run(s: _Setup, test_rows: int, snapshots: int = 0) -> int:
     """Rough peak memory of one run in a chunk (activations, gradients, state); the
     ``per-run`` kernels hold one run's records at a time, outside the chunk, and keep the
     run's parameters at its ``snapshots`` checkpoints."""
-    rows = s.slots + s.m if s.batching == "gather" else s.n + 2 * s.m
+    rows = {"gather": s.slots + s.m, "per-run": 0}.get(s.batching, s.n + 2 * s.m)
     width = sum(s.model.sizes[1:])
     per_row = 5 * width + 4 + (s.model.sizes[0] if s.batching == "gather" else 0)
     params = s.model.num_params * (6 + (2 if s.dp.optimizer == "adam" else 0)
                                    + (snapshots if s.batching == "per-run" else 0))
-    if s.batching == "per-run":
-        rows = min(rows, test_rows)   # only the test and score passes see many rows at once
     item = torch.empty(0, dtype=s.dtype).element_size()
     return item * (max(rows, test_rows) * per_row + params)
 

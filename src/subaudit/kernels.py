@@ -10,13 +10,15 @@ depending on that run alone (see the C++ file's header):
 * :func:`noise_step`: Gaussian noise into the privatised gradient and the SGD or Adam step;
 * :func:`train_runs`: whole trainings (sampling, both of the above, canaries), one run after
   another, so that a run's parameters and optimiser state stay in the core's cache; the
-  parameters at the checkpoints come back for scoring.
+  parameters at the checkpoints come back for scoring;
+* :func:`head_clipped_sum`: a dense linear head's softmax, norms and clipping between
+  torch's matrix products (large q, where those products run near the matmul rate).
 
 The library is built by ``pip install`` (``setup.py``) once per x86-64 instruction set
 (SSE2, AVX2, AVX-512); :func:`library` loads the widest this CPU runs (``SUBAUDIT_KERNELS``
 picks another).  All builds give the same bits (tested).  Runs are split over
-``torch.get_num_threads()`` threads (ctypes releases
-the GIL), which changes nothing but the wall time.
+``torch.get_num_threads()`` threads (ctypes releases the GIL), which changes nothing but
+the wall time.
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ import torch
 
 from subaudit.validation import ParameterError
 
-__all__ = ["VARIANTS", "StreamBlock", "clipped_sum", "cpu_variant", "library", "noise_step"]
+__all__ = ["VARIANTS", "Records", "StreamBlock", "clipped_sum", "cpu_variant", "draw_only",
+           "head_clipped_sum", "library", "noise_step", "train_runs"]
 
 #: Builds of the library on x86-64, widest first, with the CPU flags each needs.
 VARIANTS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -174,6 +177,7 @@ class StreamBlock:
     def normal(self, purpose: int, out: torch.Tensor, rows: slice = slice(None)) -> torch.Tensor:
         """Each run's next ``n`` standard normals into row r of ``out`` (float32: the float64
         draws rounded)."""
+        _kind(out.dtype)
         self._call("sa_normal_f64" if out.dtype == torch.float64 else "sa_normal_f32", purpose,
                    out, rows)
         return out

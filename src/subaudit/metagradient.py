@@ -333,7 +333,7 @@ def optimise_substitute(model: MLP, data: Records, x: torch.Tensor, y: int, y_pr
     for i in bar:
         xp = domain.value(u)
         if trajectory is None:
-            streams = [RunStreams(craft_seed, i * runs + b) for b in range(runs)]
+            streams = RunStreams.for_runs(craft_seed, range(i * runs, (i + 1) * runs))
             s_in, s_out = _pair_scores(model, data, x, y, xp, y_prime, dp, streams, init, score, segment,
                                          dtype=data.x.dtype)
             value = objective(s_in, s_out)
