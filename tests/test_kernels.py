@@ -15,6 +15,7 @@ from scipy import stats
 
 from subaudit import engine, kernels
 from subaudit.engine import MLP, DPConfig, GradientCanary, InputCanary, Records, train
+from subaudit.validation import ParameterError
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -215,3 +216,26 @@ def test_every_build_gives_the_same_bits(monkeypatch):
     for other in results[1:]:
         for a, b in zip(results[0], other):
             assert torch.equal(a, b)
+
+
+def test_a_build_is_chosen_by_name_or_refused(monkeypatch):
+    monkeypatch.setenv("SUBAUDIT_KERNELS", "sse2")
+    if kernels.cpu_variant() == "":
+        pytest.skip("one build of the kernels on this machine")
+    assert kernels.cpu_variant() == "sse2"
+    monkeypatch.setenv("SUBAUDIT_KERNELS", "avx1024")
+    with pytest.raises(ParameterError, match="SUBAUDIT_KERNELS"):
+        kernels.cpu_variant()
+
+
+def test_batching_rules():
+    cpu, gpu = torch.device("cpu"), torch.device("cuda")
+    head, mlp = MLP((20, 4)), MLP((20, 8, 4))
+    assert engine._choose_batching("auto", mlp, 100, 1.0, cpu) == "per-run"
+    assert engine._choose_batching("auto", head, 100, 0.1, cpu) == "per-run"
+    assert engine._choose_batching("auto", head, 100, 0.25, cpu) == "dense"
+    assert engine._choose_batching("auto", mlp, 100, 0.1, cpu, observed=True) != "per-run"
+    assert engine._choose_batching("auto", head, 100, 0.1, gpu) == "sampled"
+    for device, observed in ((gpu, False), (cpu, True)):
+        with pytest.raises(ParameterError, match="per-run"):
+            engine._choose_batching("per-run", mlp, 100, 0.1, device, observed=observed)
