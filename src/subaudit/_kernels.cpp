@@ -227,44 +227,28 @@ inline void axpy(T *y, T a, const T *x, int64_t n) {
     for (; i < n; i++) y[i] += a * x[i];
 }
 
-// z[o] = b[o] + dot(W[o, :], a) for o < out (W row-major, out x in), four rows at a time so
-// that their accumulator chains overlap; each row's value is dot()'s, bit for bit.
+// z[o + g] = b[o + g] + dot(W[o + g, :], a) for the G rows from o (W row-major, in columns):
+// their accumulator chains overlap; each row's value is dot()'s, bit for bit.
+template <int G, typename T>
+inline void rows_dot(const T *Wm, const T *bias, const T *a, T *z, int64_t o, int64_t in) {
+    constexpr int N = Simd<T>::N, W = Simd<T>::W;
+    vec<T> c[G][N] = {};
+    int64_t i = 0;
+    for (; i + 16 <= in; i += 16)
+        for (int k = 0; k < N; k++) {
+            const vec<T> x = ld(a + i + k * W);
+            for (int g = 0; g < G; g++) c[g][k] += ld(Wm + (o + g) * in + i + k * W) * x;
+        }
+    for (int g = 0; g < G; g++) z[o + g] = bias[o + g] + finish(c[g], Wm + (o + g) * in + i, a + i, in - i);
+}
+
+// z = b + W a (W row-major, out x in), four rows at a time, then two, then one.
 template <typename T>
 inline void matvec(const T *Wm, const T *bias, const T *a, T *z, int64_t out, int64_t in) {
-    constexpr int N = Simd<T>::N, W = Simd<T>::W;
     int64_t o = 0;
-    for (; o + 4 <= out; o += 4) {
-        const T *w0 = Wm + o * in, *w1 = w0 + in, *w2 = w1 + in, *w3 = w2 + in;
-        vec<T> c0[N] = {}, c1[N] = {}, c2[N] = {}, c3[N] = {};
-        int64_t i = 0;
-        for (; i + 16 <= in; i += 16)
-            for (int k = 0; k < N; k++) {
-                const vec<T> x = ld(a + i + k * W);
-                c0[k] += ld(w0 + i + k * W) * x;
-                c1[k] += ld(w1 + i + k * W) * x;
-                c2[k] += ld(w2 + i + k * W) * x;
-                c3[k] += ld(w3 + i + k * W) * x;
-            }
-        const int64_t n = in - i;
-        z[o] = bias[o] + finish(c0, w0 + i, a + i, n);
-        z[o + 1] = bias[o + 1] + finish(c1, w1 + i, a + i, n);
-        z[o + 2] = bias[o + 2] + finish(c2, w2 + i, a + i, n);
-        z[o + 3] = bias[o + 3] + finish(c3, w3 + i, a + i, n);
-    }
-    for (; o + 2 <= out; o += 2) {
-        const T *w0 = Wm + o * in, *w1 = w0 + in;
-        vec<T> c0[N] = {}, c1[N] = {};
-        int64_t i = 0;
-        for (; i + 16 <= in; i += 16)
-            for (int k = 0; k < N; k++) {
-                const vec<T> x = ld(a + i + k * W);
-                c0[k] += ld(w0 + i + k * W) * x;
-                c1[k] += ld(w1 + i + k * W) * x;
-            }
-        z[o] = bias[o] + finish(c0, w0 + i, a + i, in - i);
-        z[o + 1] = bias[o + 1] + finish(c1, w1 + i, a + i, in - i);
-    }
-    for (; o < out; o++) z[o] = bias[o] + dot(Wm + o * in, a, in);
+    for (; o + 4 <= out; o += 4) rows_dot<4>(Wm, bias, a, z, o, in);
+    for (; o + 2 <= out; o += 2) rows_dot<2>(Wm, bias, a, z, o, in);
+    for (; o < out; o++) rows_dot<1>(Wm, bias, a, z, o, in);
 }
 
 // y[0:n] += sum over j < m of c[j * cs] * row(j)[0:n], in order of j for every element: the

@@ -75,7 +75,6 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
 from typing import ClassVar
@@ -1322,9 +1321,6 @@ def _canary_gradients(s: _Setup, bits: torch.Tensor, scale: float
     return out
 
 
-_POOL: ThreadPoolExecutor | None = None
-
-
 def _one_block(streams: Sequence[RunStreams]) -> slice | None:
     """The rows of the streams' shared CPU block when they are consecutive rows of one."""
     block = streams[0].block
@@ -1346,7 +1342,6 @@ def draw_step(
     Every run owns its generators and its rows, so the split changes nothing but the wall
     time.
     """
-    global _POOL
     rows = _one_block(streams)
     if rows is not None:
         if uniforms is not None:
@@ -1362,15 +1357,10 @@ def draw_step(
             if noise is not None:
                 streams[r].draw_noise(noise[r])
 
-    workers = max(1, torch.get_num_threads()) if streams[0].block is not None else 1
-    R = len(streams)
-    if workers == 1 or R < 2 * workers:
-        work(0, R)
-        return
-    if _POOL is None or _POOL._max_workers != workers:
-        _POOL = ThreadPoolExecutor(workers, thread_name_prefix="subaudit-rng")
-    bounds = np.linspace(0, R, workers + 1).astype(int)
-    list(_POOL.map(work, bounds[:-1], bounds[1:]))
+    if streams[0].block is None:     # a device's generators: one after another
+        work(0, len(streams))
+    else:
+        kernels.over_runs(len(streams), work)
 
 
 def train(

@@ -38,7 +38,7 @@ import torch
 from subaudit.validation import ParameterError
 
 __all__ = ["VARIANTS", "Records", "StreamBlock", "clipped_sum", "cpu_variant", "draw_only",
-           "head_clipped_sum", "library", "noise_step", "train_runs"]
+           "head_clipped_sum", "library", "noise_step", "over_runs", "train_runs"]
 
 #: Builds of the library on x86-64, widest first, with the CPU flags each needs.
 VARIANTS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -130,7 +130,7 @@ def _ptrs(tensors: Sequence[torch.Tensor]) -> ctypes.Array:
 _POOL: ThreadPoolExecutor | None = None
 
 
-def _over_runs(R: int, work: Callable[[int, int], None]) -> None:
+def over_runs(R: int, work: Callable[[int, int], None]) -> None:
     """``work(r0, r1)`` over [0, R) split into one contiguous range per thread."""
     global _POOL
     workers = max(1, torch.get_num_threads())
@@ -165,7 +165,7 @@ class StreamBlock:
         f = getattr(library(), fn)
         base = self.state[lo:hi, purpose]
         step = self.purposes
-        _over_runs(hi - lo, lambda r0, r1: f(r0, r1, base.ctypes.data, step, out.data_ptr(), n))
+        over_runs(hi - lo, lambda r0, r1: f(r0, r1, base.ctypes.data, step, out.data_ptr(), n))
 
     def uniform(self, purpose: int, out: torch.Tensor, rows: slice = slice(None)) -> torch.Tensor:
         """Each run's next ``n`` uniforms on [0, 1) into row r of ``out`` (float32)."""
@@ -241,7 +241,7 @@ def clipped_sum(params: Sequence[torch.Tensor], records: Records, weight: torch.
         f(r0, r1, len(params) // 2, sizes.ctypes.data, P, G, records.rows, *records.pointers(),
           _ptr(weight), clip, scale)
 
-    _over_runs(params[0].shape[0], work)
+    over_runs(params[0].shape[0], work)
 
 
 def head_clipped_sum(params: Sequence[torch.Tensor], x: torch.Tensor, y: torch.Tensor, x_sq: torch.Tensor,
@@ -258,7 +258,7 @@ def head_clipped_sum(params: Sequence[torch.Tensor], x: torch.Tensor, y: torch.T
     weight = weight.to(x.dtype).contiguous()
     f = getattr(library(), f"sa_softmax_clip_{_kind(x.dtype)}")
     yy, xs = y.to(torch.int64).contiguous(), x_sq.contiguous()
-    _over_runs(R, lambda r0, r1: f(r0, r1, rows, R, K, z.data_ptr(), b.data_ptr(), yy.data_ptr(),
+    over_runs(R, lambda r0, r1: f(r0, r1, rows, R, K, z.data_ptr(), b.data_ptr(), yy.data_ptr(),
                                    xs.data_ptr(), weight.data_ptr(), clip, scale, gb.data_ptr()))
     torch.mm(z.T, x, out=gw.view(R * K, d))
 
@@ -289,7 +289,7 @@ def noise_step(params: Sequence[torch.Tensor], grads: Sequence[torch.Tensor], st
         f(r0, r1, len(params) // 2, sizes.ctypes.data, P, G, m, v, base.ctypes.data, streams.purposes,
           std_scale, int(optimizer == "adam"), lr, betas[0], betas[1], eps, step)
 
-    _over_runs(params[0].shape[0], work)
+    over_runs(params[0].shape[0], work)
 
 
 def train_runs(params: Sequence[torch.Tensor], records: Records, streams: StreamBlock, *,
@@ -340,7 +340,7 @@ def train_runs(params: Sequence[torch.Tensor], records: Records, streams: Stream
           g_canary.ctypes.data, g_col.ctypes.data, _ptr(g_val), streams.state.ctypes.data,
           len(snap_steps), snap_steps.ctypes.data, _ptr(snap), R, P_total)
 
-    _over_runs(R, work)
+    over_runs(R, work)
     return snap
 
 
@@ -349,5 +349,5 @@ def draw_only(streams: StreamBlock, n_uniforms: int, num_params: int, steps: int
     if streams.purposes != 2:
         raise ValueError("draw_only needs a block of (R, 2) streams: mask, noise")
     f = library().sa_draw_only_f32
-    _over_runs(streams.runs, lambda r0, r1: f(r0, r1, streams.state.ctypes.data, n_uniforms,
+    over_runs(streams.runs, lambda r0, r1: f(r0, r1, streams.state.ctypes.data, n_uniforms,
                                               num_params, steps))
