@@ -107,3 +107,23 @@ def test_switch_choices_are_the_schemas():
     natural = schema()["properties"]["natural"]["properties"]
     for key, (_, text, code) in SWITCHES.items():
         assert natural[key]["enum"] == [text, code], key
+
+
+def test_core_preset_trains_only_the_papers_core(repo_root):
+    """presets/core.yaml: S2-S5 shards on every experiment, nothing of S6, S7, the ablation
+    trainings or the reconstruction (a dry run of the whole workflow)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    proc = subprocess.run([Path(sys.executable).parent / "snakemake", "-n", "--forceall",
+                           "--configfile", "presets/core.yaml"], cwd=repo_root,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = proc.stdout
+    assert "rule reconstruction" not in out and "scenario=S6" not in out and "scenario=S7" not in out
+    for exp in ("image", "text", "tabular"):
+        for scenario in ("S2", "S3", "S4", "S5"):
+            assert f"exp={exp}, scenario={scenario}" in out or f"scenario={scenario}, exp={exp}" in out, (exp, scenario)
+    for knob in ("C1_", "C4_", "lr0.0005", "lr0.002", "T300"):
+        assert knob not in out, knob
