@@ -231,11 +231,11 @@ def test_a_build_is_chosen_by_name_or_refused(monkeypatch):
 def test_batching_rules():
     cpu, gpu = torch.device("cpu"), torch.device("cuda")
     head, mlp = MLP((20, 4)), MLP((20, 8, 4))
-    assert engine._choose_batching("auto", mlp, 100, 1.0, cpu) == "per-run"
-    assert engine._choose_batching("auto", head, 100, 0.1, cpu) == "per-run"
-    assert engine._choose_batching("auto", head, 100, 0.25, cpu) == "dense"
-    assert engine._choose_batching("auto", mlp, 100, 0.1, cpu, observed=True) != "per-run"
-    assert engine._choose_batching("auto", head, 100, 0.1, gpu) == "sampled"
+    assert engine.choose_batching("auto", mlp, 100, 1.0, cpu) == "per-run"
+    assert engine.choose_batching("auto", head, 100, 0.1, cpu) == "per-run"
+    assert engine.choose_batching("auto", head, 100, 0.25, cpu) == "dense"
+    assert engine.choose_batching("auto", mlp, 100, 0.1, cpu, observed=True) != "per-run"
+    assert engine.choose_batching("auto", head, 100, 0.1, gpu) == "sampled"
     for device, observed in ((gpu, False), (cpu, True)):
         with pytest.raises(ParameterError, match="per-run"):
-            engine._choose_batching("per-run", mlp, 100, 0.1, device, observed=observed)
+            engine.choose_batching("per-run", mlp, 100, 0.1, device, observed=observed)

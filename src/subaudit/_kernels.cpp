@@ -291,15 +291,19 @@ void transpose(const T *a, T *b, int64_t rows, int64_t cols) {
         for (int64_t j0 = 0; j0 < c4; j0 += 16)
             for (int64_t i = i0; i < (i0 + 16 < r4 ? i0 + 16 : r4); i += 4)
                 for (int64_t j = j0; j < (j0 + 16 < c4 ? j0 + 16 : c4); j += 4) {
-            const v4 x0 = *(const v4 *)(a + i * cols + j), x1 = *(const v4 *)(a + (i + 1) * cols + j),
-                     x2 = *(const v4 *)(a + (i + 2) * cols + j), x3 = *(const v4 *)(a + (i + 3) * cols + j);
-            const v4 t0 = __builtin_shuffle(x0, x1, mask{0, 4, 1, 5}), t1 = __builtin_shuffle(x0, x1, mask{2, 6, 3, 7}),
-                     t2 = __builtin_shuffle(x2, x3, mask{0, 4, 1, 5}), t3 = __builtin_shuffle(x2, x3, mask{2, 6, 3, 7});
-            *(v4 *)(b + j * rows + i) = __builtin_shuffle(t0, t2, mask{0, 1, 4, 5});
-            *(v4 *)(b + (j + 1) * rows + i) = __builtin_shuffle(t0, t2, mask{2, 3, 6, 7});
-            *(v4 *)(b + (j + 2) * rows + i) = __builtin_shuffle(t1, t3, mask{0, 1, 4, 5});
-            *(v4 *)(b + (j + 3) * rows + i) = __builtin_shuffle(t1, t3, mask{2, 3, 6, 7});
-        }
+                    const T *r0 = a + i * cols + j;
+                    const v4 x0 = *(const v4 *)r0, x1 = *(const v4 *)(r0 + cols), x2 = *(const v4 *)(r0 + 2 * cols),
+                             x3 = *(const v4 *)(r0 + 3 * cols);
+                    const v4 t0 = __builtin_shuffle(x0, x1, mask{0, 4, 1, 5}),
+                             t1 = __builtin_shuffle(x0, x1, mask{2, 6, 3, 7}),
+                             t2 = __builtin_shuffle(x2, x3, mask{0, 4, 1, 5}),
+                             t3 = __builtin_shuffle(x2, x3, mask{2, 6, 3, 7});
+                    T *o = b + j * rows + i;
+                    *(v4 *)o = __builtin_shuffle(t0, t2, mask{0, 1, 4, 5});
+                    *(v4 *)(o + rows) = __builtin_shuffle(t0, t2, mask{2, 3, 6, 7});
+                    *(v4 *)(o + 2 * rows) = __builtin_shuffle(t1, t3, mask{0, 1, 4, 5});
+                    *(v4 *)(o + 3 * rows) = __builtin_shuffle(t1, t3, mask{2, 3, 6, 7});
+                }
     for (int64_t i = 0; i < rows; i++)
         for (int64_t j = (i < r4 ? c4 : 0); j < cols; j++) b[j * rows + i] = a[i * cols + j];
 }

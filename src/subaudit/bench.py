@@ -32,8 +32,8 @@ from subaudit.engine import (
     GradientCanary,
     Records,
     RunStreams,
-    _choose_batching,
     choose_basis,
+    choose_batching,
     draw_step,
     train,
 )
@@ -165,7 +165,7 @@ def _draw_seconds(w: Workload, span: torch.Tensor | None, steps: int, runs: int,
 def _batching(w: Workload, span: torch.Tensor | None, device: str) -> str:
     """How ``train`` batches the workload (``auto``) on ``device``."""
     model = MLP(w.sizes if span is None else (span.shape[1], w.sizes[-1]))
-    return _choose_batching("auto", model, w.n, w.q, torch.device(device))
+    return choose_batching("auto", model, w.n, w.q, torch.device(device))
 
 
 def _span(w: Workload) -> torch.Tensor | None:

@@ -118,6 +118,7 @@ __all__ = [
     "Score",
     "TrainResult",
     "choose_basis",
+    "choose_batching",
     "draw_step",
     "flat_params",
     "gather_slots",
@@ -710,7 +711,7 @@ def gather_slots(n: int, q: float, tail: float = _SLOT_TAIL) -> int:
     return min(n, max(8, -(-k // 8) * 8))
 
 
-def _choose_batching(batching: str, model: MLP, n: int, q: float, device: torch.device,
+def choose_batching(batching: str, model: MLP, n: int, q: float, device: torch.device,
                      observed: bool = False) -> str:
     """``auto``: on the CPU, ``per-run`` (the compiled kernels: each run trained to the end in
     turn, its sampled records one at a time) for an MLP, and for a linear head at small q, else
@@ -1440,7 +1441,7 @@ def train(
         data = Records((data.x.double().cpu() @ span).to(data.x.dtype), data.y)
         canary = _canary_in_span(canary, span, K)
     n = data.x.shape[0]
-    mode = _choose_batching(batching, model, n, dp.sampling_rate, dev, observed=observe is not None)
+    mode = choose_batching(batching, model, n, dp.sampling_rate, dev, observed=observe is not None)
     data = Records(data.x.to(dev, dtype), data.y.to(dev, torch.long))
     if canary is not None:
         canary = canary.to(dev, dtype)

@@ -64,10 +64,9 @@ _SIGNATURES = {
                            _D, _I64, _VP, _VP, _VP, _VP, _VP, _VP, _I64, _I64, ctypes.c_int, _VP,
                            ctypes.c_int, _D, _D, _D, _D, _D, _I64, _I64, _VP, _VP, _VP, _VP, _I64,
                            _VP, _VP, _I64, _I64], None),
+    "sa_softmax_clip_f32": ([_I64, _I64, _I64, _I64, _I64, _VP, _VP, _VP, _VP, _VP, _D, _D, _VP], None),
     "sa_draw_only_f32": ([_I64, _I64, _VP, _I64, _I64, _I64], None),
 }
-_SIGNATURES["sa_softmax_clip_f32"] = ([_I64, _I64, _I64, _I64, _I64, _VP, _VP, _VP, _VP, _VP, _D, _D, _VP],
-                                      None)
 for _name in ("sa_clipped_sum", "sa_noise_step", "sa_train_runs", "sa_softmax_clip"):
     _SIGNATURES[f"{_name}_f64"] = _SIGNATURES[f"{_name}_f32"]
 
