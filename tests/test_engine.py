@@ -693,3 +693,15 @@ def test_canary_with_its_own_sampling_rate():
     assert not np.allclose(default.scores, every.scores)
     with pytest.raises(ParameterError, match="canary_sampling_rate"):
         DPConfig(**base, canary_sampling_rate=1.5)
+
+
+def test_offsets_split_flat_params():
+    """MLP.offsets cut the flat (R, P) parameters back into each tensor, in order."""
+    from subaudit.engine import flat_params
+
+    model = MLP((7, 5, 3))
+    params = init_params(model, RunStreams.for_runs(3, range(2)), "random", torch.float64)
+    flat, offsets = flat_params(params), model.offsets
+    assert offsets.tolist() == [0, 35, 40, 55, 58] and offsets[-1] == model.num_params
+    for p, lo, hi in zip(params, offsets[:-1], offsets[1:]):
+        assert torch.equal(flat[:, lo:hi].reshape(p.shape), p)

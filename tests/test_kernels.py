@@ -108,7 +108,7 @@ def _mlp_case(sizes, sparse: bool, n=40, R=5, seed=0, dtype=torch.float64):
 def test_clipped_sum_is_the_torch_path(sizes, sparse):
     model, x, y, params, weight = _mlp_case(sizes, sparse)
     x_sq = (x * x).sum(-1) + 1
-    records = kernels.Records(x, y, x_sq)
+    records = kernels.RecordTable(x, y, x_sq)
     assert records.sparse == sparse
     mine = [torch.empty_like(p) for p in params]
     kernels.clipped_sum(params, records, weight, 1.1, mine, 0.3)
@@ -210,7 +210,7 @@ def test_every_build_gives_the_same_bits(monkeypatch):
         out = torch.empty(2, 999)
         _block([1, 2]).normal(0, out)
         grads = [torch.empty_like(p) for p in params]
-        kernels.clipped_sum(params, kernels.Records(x, y, x_sq), weight, 1.0, grads, 0.5)
+        kernels.clipped_sum(params, kernels.RecordTable(x, y, x_sq), weight, 1.0, grads, 0.5)
         results.append([out, *grads])
     assert len(results) == len(builds)
     for other in results[1:]:

@@ -209,6 +209,11 @@ class MLP:
         return sum(math.prod(s) for s in self.shapes)
 
     @property
+    def offsets(self) -> np.ndarray:
+        """Where each parameter tensor starts in the flat (P,) order, then P."""
+        return np.cumsum([0] + [math.prod(s) for s in self.shapes])
+
+    @property
     def num_classes(self) -> int:
         return self.sizes[-1]
 
@@ -1171,9 +1176,8 @@ def _train_chunk(
     if s.basis is not None:
         params[0] = (params[0].double() @ s.basis).to(dt)
     params = [p.to(dev) for p in params]
-    grads = [torch.empty_like(p) for p in params]
     table = _shared_rows(s)
-    records = kernels.Records(*table) if s.batching == "per-run" else None
+    records = kernels.RecordTable(*table) if s.batching == "per-run" else None
     if s.canary is None:
         scorer = lambda _params: torch.full((R, 1), math.nan, dtype=torch.float64)  # noqa: E731
     else:
@@ -1181,7 +1185,6 @@ def _train_chunk(
     std = dp.noise_multiplier * dp.clip
     scale = 1.0 / (dp.expected_batch_size or dp.sampling_rate * s.n_records)
     canary_g = _canary_gradients(s, bits, scale)
-    noisy_step = _noisy_step(dp, params, streams, std * scale)
     # At q = 1 every record is in every batch: no uniforms are drawn.  Canary records at a
     # rate of their own compare their uniforms with that rate.
     q_canary = dp.sampling_rate if dp.canary_sampling_rate is None else dp.canary_sampling_rate
@@ -1209,13 +1212,15 @@ def _train_chunk(
             q=dp.sampling_rate, q_canary=q_canary, clip=dp.clip, scale=scale, std_scale=std * scale,
             steps=dp.steps, optimizer=dp.optimizer, lr=dp.lr, betas=dp.betas, eps=dp.eps,
             gradient_canary=_flat_canary_gradients(s, canary_g), checkpoints=at_steps)
-        offsets = np.cumsum([0] + [math.prod(sh) for sh in s.model.shapes])
+        offsets = s.model.offsets
         for snap, t in zip(snaps, at_steps):
             record(t, [snap[:, lo:hi].reshape(R, *sh)
                        for sh, lo, hi in zip(s.model.shapes, offsets[:-1], offsets[1:])])
         bar.update(len(keep) * dp.steps)
         return scores[:, real], accuracy[:, real], [p[keep].cpu().numpy() for p in params]
 
+    grads = [torch.empty_like(p) for p in params]
+    noisy_step = _noisy_step(dp, params, streams, std * scale)
     for t in range(dp.steps + 1):
         record(t, params)
         if t == dp.steps:
@@ -1258,9 +1263,8 @@ def _noisy_step(dp: DPConfig, params: list[torch.Tensor], streams: Sequence[RunS
             kernels.noise_step(params, grads, block, _NOISE, std_scale, dp.optimizer, dp.lr,
                                moments=moments, betas=dp.betas, eps=dp.eps, step=t)
         return cpu_step
-    noise = torch.empty(len(streams), sum(p[0].numel() for p in params), dtype=params[0].dtype,
-                        device=params[0].device)
     offsets = np.cumsum([0] + [p[0].numel() for p in params])
+    noise = torch.empty(len(streams), int(offsets[-1]), dtype=params[0].dtype, device=params[0].device)
     step_params = _optimizer(dp, params)
 
     def device_step(grads: list[torch.Tensor], t: int) -> None:
@@ -1295,7 +1299,7 @@ def _flat_canary_gradients(s: _Setup, canary_g: list[tuple[int, int, torch.Tenso
     and flat column, and the values (R, entries)."""
     if not canary_g:
         return None
-    offsets = np.cumsum([0] + [math.prod(sh) for sh in s.model.shapes])
+    offsets = s.model.offsets
     which = np.concatenate([np.full(len(cols), i) for i, _, cols, _ in canary_g])
     cols = np.concatenate([offsets[layer] + cols.cpu().numpy() for _, layer, cols, _ in canary_g])
     return which, cols, torch.cat([values for *_, values in canary_g], dim=1)
@@ -1309,7 +1313,7 @@ def _canary_gradients(s: _Setup, bits: torch.Tensor, scale: float
     columns = None if s.canary is None else s.canary.gradient_columns()
     if columns is None:
         return []
-    offsets = np.cumsum([0] + [math.prod(sh) for sh in s.model.shapes])
+    offsets = s.model.offsets
     out = []
     for i, (cols, values) in enumerate(columns):
         cols = cols.to(s.device)

@@ -37,7 +37,7 @@ import torch
 
 from subaudit.validation import ParameterError
 
-__all__ = ["VARIANTS", "Records", "StreamBlock", "clipped_sum", "cpu_variant", "draw_only",
+__all__ = ["VARIANTS", "RecordTable", "StreamBlock", "clipped_sum", "cpu_variant", "draw_only",
            "head_clipped_sum", "library", "noise_step", "over_runs", "train_runs"]
 
 #: Builds of the library on x86-64, widest first, with the CPU flags each needs.
@@ -190,7 +190,7 @@ def _kind(dtype: torch.dtype) -> str:
     raise ValueError(f"kernels compute in float32 or float64, not {dtype}")
 
 
-class Records:
+class RecordTable:
     """A table of records in the form :func:`clipped_sum` reads: dense rows, or CSR when the
     rows are mostly zeros (a one-hot first layer then costs its non-zeros only)."""
 
@@ -226,7 +226,7 @@ def _sizes(params: Sequence[torch.Tensor]) -> np.ndarray:
     return np.array([params[0].shape[2]] + [params[2 * k].shape[1] for k in range(L)], np.int64)
 
 
-def clipped_sum(params: Sequence[torch.Tensor], records: Records, weight: torch.Tensor, clip: float,
+def clipped_sum(params: Sequence[torch.Tensor], records: RecordTable, weight: torch.Tensor, clip: float,
                 grads: Sequence[torch.Tensor], scale: float) -> None:
     """``grads`` (each (R, *shape), contiguous) = ``scale`` x the sum over each run's records
     with ``weight[r, i]`` (bool, (R, rows)) of the clipped per-example gradients of the MLP
@@ -262,8 +262,7 @@ def head_clipped_sum(params: Sequence[torch.Tensor], x: torch.Tensor, y: torch.T
     torch.mm(z.T, x, out=gw.view(R * K, d))
 
 
-def _moments(params: Sequence[torch.Tensor], optimizer: str,
-             moments: tuple[Sequence[torch.Tensor], Sequence[torch.Tensor]] | None):
+def _moments(optimizer: str, moments: tuple[Sequence[torch.Tensor], Sequence[torch.Tensor]] | None):
     if optimizer != "adam":
         return None, None
     if moments is None:
@@ -279,7 +278,7 @@ def noise_step(params: Sequence[torch.Tensor], grads: Sequence[torch.Tensor], st
     then the optimiser's step on ``params`` (SGD: p -= lr g; Adam: torch.optim.Adam's update
     with ``moments`` (exp_avg, exp_avg_sq) and bias corrections at ``step``)."""
     sizes = _sizes(params)
-    m, v = _moments(params, optimizer, moments)
+    m, v = _moments(optimizer, moments)
     P, G = _ptrs(params), _ptrs(grads)
     f = getattr(library(), f"sa_noise_step_{_kind(params[0].dtype)}")
     base = streams.state[:, purpose]
@@ -291,7 +290,7 @@ def noise_step(params: Sequence[torch.Tensor], grads: Sequence[torch.Tensor], st
     over_runs(params[0].shape[0], work)
 
 
-def train_runs(params: Sequence[torch.Tensor], records: Records, streams: StreamBlock, *,
+def train_runs(params: Sequence[torch.Tensor], records: RecordTable, streams: StreamBlock, *,
                n: int, bits: torch.Tensor, input_canary: bool, q: float, q_canary: float, clip: float,
                scale: float, std_scale: float, steps: int, optimizer: str, lr: float,
                betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
@@ -316,7 +315,7 @@ def train_runs(params: Sequence[torch.Tensor], records: Records, streams: Stream
     grads = [torch.empty_like(p) for p in params]
     moments = ([torch.zeros_like(p) for p in params], [torch.zeros_like(p) for p in params]) \
         if optimizer == "adam" else None
-    m, v = _moments(params, optimizer, moments)
+    m, v = _moments(optimizer, moments)
     P, G = _ptrs(params), _ptrs(grads)
     bits8 = bits.to(torch.uint8).contiguous()
     mc = bits8.shape[1]
