@@ -1,9 +1,9 @@
-# The two entry points of the README, each doing its own set-up.
+# The two entry points of the README (make run, make test), each doing its own set-up.
 VENV  := .venv
 STAMP := $(VENV)/.installed
 CORES ?= all
 
-.PHONY: run test setup clean-results
+.PHONY: run test docs setup clean-results
 
 run: $(STAMP)  ## the default workflow (offline, CPU): figures in results/figures/
 	$(VENV)/bin/snakemake --cores $(CORES)
@@ -11,9 +11,12 @@ run: $(STAMP)  ## the default workflow (offline, CPU): figures in results/figure
 test: $(STAMP)  ## the test suite
 	$(VENV)/bin/pytest -q -rs --durations=30
 
+docs: $(STAMP)  ## the documentation site, built strictly into build/site/
+	$(VENV)/bin/python -m mkdocs build --strict
+
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml constraints.txt scripts/setup.sh setup.py src/subaudit/_kernels.cpp src/subaudit/_ziggurat.h
+$(STAMP): pyproject.toml constraints.txt scripts/setup.sh setup.py src/subaudit/engine/_kernels.cpp src/subaudit/engine/_ziggurat.h
 	bash scripts/setup.sh
 
 clean-results:  ## remove workflow outputs and logs (keeps the environment)

@@ -1,7 +1,7 @@
 # subaudit workflow: sets config, validates it, includes one rule file per phase.
 # Parameters: params.yaml (shared with DVC). Paper settings: --configfile presets/paper.yaml
 
-from subaudit.config import validate_params
+from subaudit.pipeline.config import validate_params
 
 configfile: "params.yaml"
 

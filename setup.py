@@ -1,6 +1,10 @@
-"""Build the engine's CPU kernels (src/subaudit/_kernels.cpp): one shared library per x86-64
+"""Build the engine's CPU kernels (src/subaudit/engine/_kernels.cpp): one shared library per x86-64
 instruction set (the engine loads the widest the CPU has; all give the same bits), one
-elsewhere.  They are plain C ABI libraries, loaded with ctypes by subaudit.kernels."""
+elsewhere.  They are plain C ABI libraries, loaded with ctypes by subaudit.engine.kernels.
+
+The extensions are optional: without a C++ compiler the package installs without them and
+the engine uses its torch path and the numpy twin of the kernels' generator (the same random
+numbers, slower; subaudit.engine.generator)."""
 
 import platform
 
@@ -16,7 +20,8 @@ if platform.machine().lower() in ("x86_64", "amd64"):
     }
 
 setup(ext_modules=[
-    Extension(f"subaudit._kernels{suffix}", ["src/subaudit/_kernels.cpp"], language="c++",
-              extra_compile_args=FLAGS + flags, depends=["src/subaudit/_ziggurat.h"])
+    Extension(f"subaudit.engine._kernels{suffix}", ["src/subaudit/engine/_kernels.cpp"], language="c++",
+              extra_compile_args=FLAGS + flags, depends=["src/subaudit/engine/_ziggurat.h"],
+              optional=True)
     for suffix, flags in VARIANTS.items()
 ])

@@ -26,9 +26,9 @@ from pathlib import Path
 
 import yaml
 
-from subaudit import settings as S
-from subaudit.bench import useful_flops
-from subaudit.config import validate_params
+from subaudit.pipeline import settings as S
+from subaudit.engine.bench import useful_flops
+from subaudit.pipeline.config import validate_params
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -27,11 +27,11 @@ from torch.utils.data import DataLoader, TensorDataset
 
 import subaudit.opacus  # noqa: F401  (registers accountant="substitute" with Opacus)
 from subaudit.accounting import epsilon_of_history
-from subaudit.canaries import gradient_canary
-from subaudit.ceilings import final_iterate_epsilon
+from subaudit.scenarios.s2 import gradient_canary
+from subaudit.estimation.ceilings import final_iterate_epsilon
 from subaudit.engine import MLP, DPConfig, Records, train
 from subaudit.estimation import estimate_in_out
-from subaudit.scores import run_bits
+from subaudit.pipeline.score_files import run_bits
 
 TARGET_EPSILON, DELTA, CLIP, LR, EPOCHS, BATCH = 4.0, 1e-5, 1.0, 0.5, 3, 50
 

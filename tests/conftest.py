@@ -98,7 +98,7 @@ def setting_path(artifact: str, params: dict, exp: str, scenario: str | None = N
                  **knobs: Any) -> str:
     """Path of a natural-data artifact of ``exp`` in the base grid of ``params``, with
     ``knobs`` (q, repeat, lo/hi) given and the others taken from the experiment."""
-    from subaudit import settings as S
+    from subaudit.pipeline import settings as S
 
     base = params["natural"]["experiments"][exp]
     values = {"q": base["sampling_rates"][0], "clip": base["clip"], "steps": base["steps"],
@@ -108,7 +108,7 @@ def setting_path(artifact: str, params: dict, exp: str, scenario: str | None = N
     if artifact in ("canary", "canary_info"):
         from subaudit.scenarios import get
 
-        names = get(scenario).canary_knobs()
+        names = S.canary_knobs(get(scenario))
     else:
         names = S.DEPENDS[artifact.replace("shard_dir", "shard")]
     extra = {k: values[k] for k in ("lo", "hi") if k in values}

@@ -214,7 +214,7 @@ def test_one_run_counts_give_the_published_values():
 
 
 def test_one_run_from_scores_matches_the_library(tmp_path):
-    from subaudit.one_run import best_one_run_epsilon
+    from subaudit.estimation.one_run import best_one_run_epsilon
 
     rng = np.random.default_rng(12)
     inserted = rng.random(2000) < 0.5
@@ -250,7 +250,7 @@ def test_ceiling_q1_is_the_gaussian_mechanism():
 
 
 def test_ceiling_every_kth_step_is_the_library_curve():
-    from subaudit.ceilings import final_iterate_epsilon
+    from subaudit.estimation.ceilings import final_iterate_epsilon
 
     out = cli_json("ceiling", "--sigma", "3", "--q", "0.0625", "--steps", "250", "--delta", "1e-5",
                    "--every", "100")
@@ -262,9 +262,9 @@ def test_ceiling_every_kth_step_is_the_library_curve():
 
 
 def test_statement_json_every_field():
-    from test_accounting import pld_history_epsilon
+    from pld_reference import pld_history_epsilon
 
-    from subaudit.statement import ASSUMPTIONS
+    from subaudit.accounting.statement import ASSUMPTIONS
 
     out = cli_json("statement", "--sigma", "1.0", "--q", "0.01", "--steps", "1000", "--delta", "1e-5")
     assert set(out) == {"sigma", "q", "steps", "segments", "delta", "epsilon_add_remove",
@@ -316,7 +316,7 @@ def test_account_segments_and_adjacency_spellings():
 
 
 def test_estimate_reads_npz_layouts_like_csv(tmp_path):
-    from subaudit.scores import Scores, write_scores
+    from subaudit.pipeline.score_files import Scores, write_scores
 
     rng = np.random.default_rng(5)
     pos, neg = rng.normal(1.0, 1.0, 200), rng.normal(0.0, 1.0, 200)

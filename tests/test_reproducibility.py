@@ -95,7 +95,7 @@ TOL_EPSILON = 1e-12
 SCORE_VALUED = {"threshold"}
 
 #: The audit, run as ``python -c CODE OUT_DIR``; writes what the workflow writes
-#: (estimates JSON, figure CSV through subaudit.io) and the raw numbers behind them.
+#: (estimates JSON, figure CSV through subaudit.artifacts) and the raw numbers behind them.
 CODE = r'''
 import sys
 from pathlib import Path
@@ -106,10 +106,14 @@ import torch
 
 torch.set_num_threads(1)
 
-from subaudit import accounting, io, tables, worst_case
-from subaudit.canaries import gradient_canary
+from subaudit import accounting
+from subaudit import artifacts as io
+from subaudit.accounting.grids import step_accounting
+from subaudit.reporting import tables
+from subaudit.scenarios import s1 as worst_case
+from subaudit.scenarios.s2 import gradient_canary
 from subaudit.engine import MLP, DPConfig, InputCanary, Records, train
-from subaudit.scores import run_bits
+from subaudit.pipeline.score_files import run_bits
 
 out = Path(sys.argv[1])
 N, D, K, R, T, EVERY = 200, 64, 5, 128, 20, 5
@@ -135,7 +139,7 @@ for q in (0.5, 1.0):
         arrays["steps"] = res.steps
         for rec in tables.step_estimates(res.scores, res.bits, res.steps, DELTA, ALPHA, ["auc", "paper"]):
             records.append({**rec, "scenario": name, "q": q, "repeat": 0})
-    table = tables.step_accounting(sigma, q, [int(s) for s in arrays["steps"]], DELTA)
+    table = step_accounting(sigma, q, [int(s) for s in arrays["steps"]], DELTA)
     acc.append(table)
     arrays[f"accounting_q{q}"] = np.array(
         [sigma, accounting.epsilon(sigma, q, T, DELTA, "substitute").epsilon,
@@ -152,7 +156,7 @@ io.write_csv(out / "figure.csv", tables.natural_table(pd.concat(acc, ignore_inde
 
 from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
 
-from subaudit import kernels
+from subaudit.engine import kernels
 
 info = {"torch": torch.backends.cpu.get_cpu_capability(),
         "numpy": [t for t in __cpu_dispatch__ if __cpu_features__.get(t)],

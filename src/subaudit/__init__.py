@@ -1,4 +1,20 @@
-"""subaudit: auditing differentially private training under substitute adjacency."""
+"""subaudit: auditing differentially private training under substitute adjacency.
+
+Packages, one concept each; imports run one way, from the top of this list down:
+
+* :mod:`subaudit.cli` (the ``subaudit`` command), :mod:`subaudit.pipeline` (the workflow's
+  vocabulary), :mod:`subaudit.reporting` (tables, figures, claims, report),
+  :mod:`subaudit.integrations` (Opacus; ``import subaudit.opacus``);
+* :mod:`subaudit.scenarios` (S1-S7, one-run canaries, the data-trap reconstruction);
+* :mod:`subaudit.engine` (batched DP training), :mod:`subaudit.estimation` (lower bounds on
+  epsilon from scores), :mod:`subaudit.accounting` (epsilon under add/remove, substitute and
+  group privacy), :mod:`subaudit.data` (sources, splits, features);
+* base modules that import nothing of the rest: :mod:`subaudit.validation` (parameter
+  errors), :mod:`subaudit.seeding`, :mod:`subaudit.schedule`, :mod:`subaudit.artifacts`
+  (atomic, checksummed files), :mod:`subaudit.devices`.
+
+``tests/test_architecture.py`` holds the code to this layering.
+"""
 
 import os as _os
 

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from subaudit.estimation import DEFAULT_ESTIMATOR, ESTIMATORS
-from subaudit.io import dumps
-from subaudit.one_run import ONE_RUN_METHODS
-from subaudit.scores import SCORE_LAYOUTS
+from subaudit.artifacts import dumps
+from subaudit.estimation.one_run import ONE_RUN_METHODS
+from subaudit.pipeline.score_files import SCORE_LAYOUTS
 from subaudit.validation import ParameterError
 
 S1_ADJACENCIES = ("substitute", "add-remove")
@@ -78,7 +78,7 @@ def _cmd_account(args: argparse.Namespace) -> None:
 
 
 def _cmd_statement(args: argparse.Namespace) -> None:
-    from subaudit.statement import privacy_statement
+    from subaudit.accounting.statement import privacy_statement
 
     st = privacy_statement(_segments(args), args.delta)
     fields = st.to_dict()
@@ -109,7 +109,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> None:
 
 
 def _cmd_gdp_epsilon(args: argparse.Namespace) -> None:
-    from subaudit.estimation import gdp_epsilon
+    from subaudit.accounting.gdp import gdp_epsilon
 
     eps = gdp_epsilon(args.mu, args.delta)
     _emit({"epsilon": eps, "mu": args.mu, "delta": args.delta}, args.json,
@@ -118,7 +118,7 @@ def _cmd_gdp_epsilon(args: argparse.Namespace) -> None:
 
 def _cmd_estimate(args: argparse.Namespace) -> None:
     from subaudit.estimation import estimate_epsilon, reversed_evidence, score_summary
-    from subaudit.scores import load_audit_scores
+    from subaudit.pipeline.score_files import load_audit_scores
 
     try:
         scores, labels = load_audit_scores(args.scores, args.step)
@@ -143,7 +143,7 @@ def _cmd_estimate(args: argparse.Namespace) -> None:
 
 
 def _cmd_ceiling(args: argparse.Namespace) -> None:
-    from subaudit.ceilings import final_iterate_curve, final_iterate_epsilon
+    from subaudit.estimation.ceilings import final_iterate_curve, final_iterate_epsilon
 
     out: dict[str, Any] = {"sigma": args.sigma, "q": args.q, "steps": args.steps,
                            "delta": args.delta, "adjacency": args.adjacency}
@@ -164,7 +164,7 @@ def _cmd_ceiling(args: argparse.Namespace) -> None:
 def _cmd_one_run(args: argparse.Namespace) -> None:
     import pandas as pd
 
-    from subaudit.one_run import best_one_run_epsilon
+    from subaudit.estimation.one_run import best_one_run_epsilon
 
     counts = (args.canaries, args.guesses, args.correct)
     if args.scores is not None:
@@ -198,8 +198,8 @@ def _cmd_one_run(args: argparse.Namespace) -> None:
 def _cmd_simulate_s1(args: argparse.Namespace) -> None:
     import pandas as pd
 
-    from subaudit.io import write_csv
-    from subaudit.worst_case import simulate_s1
+    from subaudit.artifacts import write_csv
+    from subaudit.scenarios.s1 import simulate_s1
 
     audit = simulate_s1(args.sigma, args.q, args.steps, args.runs, adjacency=args.adjacency,
                         seed=args.seed)
@@ -210,7 +210,7 @@ def _cmd_simulate_s1(args: argparse.Namespace) -> None:
 
 
 def _cmd_bench(args: argparse.Namespace) -> None:
-    from subaudit.bench import format_table, run_bench
+    from subaudit.engine.bench import format_table, run_bench
     from subaudit.devices import resolve_device
 
     def say(msg: str) -> None:
@@ -222,7 +222,7 @@ def _cmd_bench(args: argparse.Namespace) -> None:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    from subaudit.io import verify
+    from subaudit.artifacts import verify
 
     files, bad = verify(args.paths)
     if args.remove:
@@ -401,7 +401,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as err:  # degenerate data or a result the numerics cannot deliver
         print(f"{prog}: error: {err}", file=sys.stderr)
         return 1
+    except ModuleNotFoundError as err:
+        extra = _EXTRAS.get((err.name or "").split(".")[0])
+        if extra is None:
+            raise
+        print(f"{prog}: error: needs {err.name}, which comes with subaudit's {extra} extra: "
+              f"pip install 'subaudit[{extra}]'", file=sys.stderr)
+        return 1
     return status or 0
+
+
+#: Packages of the optional extras (pyproject.toml), for the message when one is missing.
+_EXTRAS = {"torch": "engine", "opacus": "engine", "tqdm": "engine", "timm": "features",
+           "torchvision": "features", "sentence_transformers": "features", "matplotlib": "workflow",
+           "seaborn": "workflow", "yaml": "workflow", "jsonschema": "workflow"}
 
 
 if __name__ == "__main__":

@@ -1,15 +1,15 @@
 # Shared helpers: the audit settings derived from config, the one accessor through which rules
 # get knob values and seeds, and the lists of targets.
 #
-# Paths and seeds come from subaudit.settings (written once there); a rule's params: entry is
+# Paths and seeds come from subaudit.pipeline.settings (written once there); a rule's params: entry is
 # knob("name") or seed("purpose"): one value each, so rerun detection stays exact.
 
-from subaudit import own_features
-from subaudit import settings as S
-from subaudit.figure_registry import experiment_figure, figures_for
+from subaudit.data import own_features
+from subaudit.pipeline import settings as S
+from subaudit.reporting.figure_registry import experiment_figure, figures_for
 from subaudit.data import SOURCES
 from subaudit.estimation import ESTIMATORS
-from subaudit.one_run_audit import CANARY_KINDS
+from subaudit.scenarios.one_run import CANARY_KINDS
 from subaudit.scenarios import SCENARIOS
 from subaudit.schedule import checkpoints
 
@@ -36,7 +36,7 @@ S1 = config["s1"]
 GRID = config["ratio_grid"]
 NAT = config["natural"]
 EXPERIMENTS = NAT["experiments"]
-# The reference model: full-batch, or per q as the paper's code (subaudit.settings.depends).
+# The reference model: full-batch, or per q as the paper's code (subaudit.pipeline.settings.depends).
 REF = NAT["reference"]
 
 # What S1 files of one q exist: a calibration per target, scores and estimates per repeat.
@@ -94,7 +94,7 @@ def knob(name):
 
 
 def seed(purpose):
-    """A params: entry: the job's seed (subaudit.settings.seed)."""
+    """A params: entry: the job's seed (subaudit.pipeline.settings.seed)."""
     return lambda wc: S.seed(config["seed"], purpose, values(wc))
 
 
@@ -142,7 +142,7 @@ def source_checksum(source):
 
 def nat_shards(runs):
     """(lo, hi) run ranges of one audit setting of R = runs."""
-    from subaudit.scores import shard_bounds
+    from subaudit.pipeline.score_files import shard_bounds
 
     return shard_bounds(runs, NAT["shard_size"])
 
@@ -179,7 +179,7 @@ def training_inputs(wc):
     when the scenario's canary replaces it in D."""
     out = {
         "features": S.path("features", exp=wc.exp),
-        "canary": artifact("canary", wc, SCENARIOS[wc.scenario].canary_knobs(REF)),
+        "canary": artifact("canary", wc, S.canary_knobs(SCENARIOS[wc.scenario], REF)),
         "calibration": artifact("calibration", wc),
     }
     if SCENARIOS[wc.scenario].removes_target:
@@ -215,7 +215,7 @@ def utility_settings(name):
 
 # --------------------------------------------------------------------------- targets
 
-# Figures (subaudit.figure_registry): S1, the ratio grid, each experiment's epsilon-vs-step
+# Figures (subaudit.reporting.figure_registry): S1, the ratio grid, each experiment's epsilon-vs-step
 # figure and its other registered figures (Fig A1's utility runs for image).
 FIGS = {f.name: f for f in figures_for(EXPERIMENTS, config["reconstruction"]["experiment"] is not None)}
 

@@ -1,6 +1,6 @@
 # Phase: natural-data audits: reference model and target, canaries (one rule, dispatched through
 # the scenario registry), sharded DP training, merging and estimation; utility runs for Fig A1.
-# Every path carries exactly the knobs its artifact depends on (subaudit.settings).
+# Every path carries exactly the knobs its artifact depends on (subaudit.pipeline.settings).
 
 
 # Joining shards and estimating take seconds: run where the workflow was started.
@@ -50,7 +50,7 @@ rule craft:
         hidden=knob("hidden"),
         optimizer=knob("optimizer"),
         init=knob("init"),
-        knobs=lambda wc: S.parse_key(wc.key, SCENARIOS[wc.scenario].canary_knobs(REF)),
+        knobs=lambda wc: S.parse_key(wc.key, S.canary_knobs(SCENARIOS[wc.scenario], REF)),
         options=lambda wc: crafting_options(wc.exp, wc.scenario),
         canary_q=lambda wc: canary_rate(wc) if SCENARIOS[wc.scenario].noisy else None,
         seed=seed("canary"),

@@ -1,5 +1,5 @@
 # Phase: the report. Every figure with its final-step table and one verdict per claim of the
-# paper, computed from the figures' CSVs (subaudit.claims), as Markdown, HTML and metrics JSON.
+# paper, computed from the figures' CSVs (subaudit.reporting.claims), as Markdown, HTML and metrics JSON.
 
 localrules:
     report,

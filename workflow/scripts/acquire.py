@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from subaudit import logs
+from subaudit.pipeline import logs
 from subaudit.data import acquire
 
 log = logs.to_file(snakemake.log[0])

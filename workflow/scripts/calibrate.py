@@ -1,8 +1,8 @@
 """Snakemake adapter: calibrate sigma for each target eps_S at one q and record all accountants."""
 
-from subaudit import logs
-from subaudit.io import write_json
-from subaudit.tables import s1_calibration
+from subaudit.pipeline import logs
+from subaudit.artifacts import write_json
+from subaudit.accounting.grids import s1_calibration
 
 log = logs.to_file(snakemake.log[0])
 p = snakemake.params

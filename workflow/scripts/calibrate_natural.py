@@ -1,9 +1,9 @@
 """Snakemake adapter: sigma for the target eps_S at (q, T); eps_S and eps_AR per checkpoint."""
 
-from subaudit import logs
+from subaudit.pipeline import logs
 from subaudit.accounting import calibrate_sigma
-from subaudit.io import write_csv
-from subaudit.tables import step_accounting
+from subaudit.artifacts import write_csv
+from subaudit.accounting.grids import step_accounting
 
 log = logs.to_file(snakemake.log[0])
 p = snakemake.params

@@ -2,11 +2,11 @@
 
 import torch
 
-from subaudit import logs
+from subaudit.pipeline import logs
 from subaudit.devices import use_threads
-from subaudit.audit import load_features, model_for, save_canary
+from subaudit.pipeline.job_inputs import load_features, model_for, save_canary
 from subaudit.engine import DPConfig
-from subaudit.io import read_csv, read_json, read_npz, write_json
+from subaudit.artifacts import read_csv, read_json, read_npz, write_json
 from subaudit.scenarios import CraftInputs, get
 
 log = logs.to_file(snakemake.log[0])

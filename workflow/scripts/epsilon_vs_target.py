@@ -1,8 +1,9 @@
 """Snakemake adapter: Fig 2 (S1 audit against the accountants) as PNG, PDF and CSV."""
 
-from subaudit import figures, logs
-from subaudit.io import read_json, write_csv
-from subaudit.tables import fig2_table
+from subaudit.reporting import figures
+from subaudit.pipeline import logs
+from subaudit.artifacts import read_json, write_csv
+from subaudit.reporting.tables import fig2_table
 
 log = logs.to_file(snakemake.log[0])
 calibrations = [read_json(f) for f in snakemake.input.calibrations]

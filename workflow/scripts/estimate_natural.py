@@ -1,11 +1,11 @@
 """Snakemake adapter: merge the shards of one audit setting (complete, sorted by run) and
 estimate epsilon at every recorded step."""
 
-from subaudit import logs
-from subaudit.io import write_json
-from subaudit.scores import merge_shards, read_scores, write_scores
-from subaudit.settings import parse_key
-from subaudit.tables import step_estimates
+from subaudit.pipeline import logs
+from subaudit.artifacts import write_json
+from subaudit.pipeline.score_files import merge_shards, read_scores, write_scores
+from subaudit.pipeline.settings import parse_key
+from subaudit.reporting.tables import step_estimates
 
 log = logs.to_file(snakemake.log[0])
 p, wc = snakemake.params, snakemake.wildcards

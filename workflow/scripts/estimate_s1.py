@@ -1,9 +1,9 @@
 """Snakemake adapter: empirical epsilon at every recorded step of S1 score files."""
 
-from subaudit import logs
-from subaudit.io import write_json
-from subaudit.scores import read_scores
-from subaudit.tables import step_estimates
+from subaudit.pipeline import logs
+from subaudit.artifacts import write_json
+from subaudit.pipeline.score_files import read_scores
+from subaudit.reporting.tables import step_estimates
 
 log = logs.to_file(snakemake.log[0])
 p = snakemake.params

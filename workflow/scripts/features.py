@@ -3,10 +3,10 @@
 import numpy as np
 import torch
 
-from subaudit import logs
+from subaudit.pipeline import logs
 from subaudit.data import load_split
 from subaudit.devices import resolve_device
-from subaudit.io import write_npz
+from subaudit.artifacts import write_npz
 
 log = logs.to_file(snakemake.log[0])
 p = snakemake.params
@@ -21,11 +21,11 @@ for name, ds in parts.items():
     if p.backbone == "none":
         x = ds.x.astype(np.float32)
     elif ds.family == "image":
-        from subaudit.features import image_features
+        from subaudit.data.features import image_features
 
         x = image_features(ds.x, p.backbone, resolution=p.resolution, device=device)
     else:
-        from subaudit.features import text_features
+        from subaudit.data.features import text_features
 
         x = text_features(list(ds.x), p.backbone, device=device)
     arrays[f"{name}_x"], arrays[f"{name}_y"] = x, ds.y

@@ -1,11 +1,11 @@
 """Snakemake adapter: one-run audits of one canary kind at one setting."""
 
-from subaudit import logs
-from subaudit.audit import load_setting
+from subaudit.pipeline import logs
+from subaudit.pipeline.job_inputs import load_setting
 from subaudit.devices import resolve_device, use_threads
-from subaudit.io import write_json, write_npz
-from subaudit.one_run_audit import CANARY_KINDS, one_run_audit, one_run_estimates
-from subaudit.settings import parse_key
+from subaudit.artifacts import write_json, write_npz
+from subaudit.scenarios.one_run import CANARY_KINDS, one_run_audit, one_run_estimates
+from subaudit.pipeline.settings import parse_key
 
 log = logs.to_file(snakemake.log[0])
 use_threads(snakemake.threads)

@@ -2,9 +2,10 @@
 
 import pandas as pd
 
-from subaudit import figures, logs
-from subaudit.io import read_csv, read_json, write_csv
-from subaudit.tables import one_run_table
+from subaudit.reporting import figures
+from subaudit.pipeline import logs
+from subaudit.artifacts import read_csv, read_json, write_csv
+from subaudit.reporting.tables import one_run_table
 
 log = logs.to_file(snakemake.log[0])
 p = snakemake.params

@@ -1,8 +1,8 @@
 """Snakemake adapter: a user's own features file, verified and split, as a features artifact."""
 
-from subaudit import logs
-from subaudit.io import write_npz
-from subaudit.own_features import features
+from subaudit.pipeline import logs
+from subaudit.artifacts import write_npz
+from subaudit.data.own_features import features
 
 log = logs.to_file(snakemake.log[0])
 p = snakemake.params

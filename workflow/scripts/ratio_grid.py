@@ -1,8 +1,9 @@
 """Snakemake adapter: Fig A5 (eps_S / eps_AR over q and sigma) as PNG, PDF and CSV."""
 
-from subaudit import figures, logs
-from subaudit.io import read_csv, write_csv
-from subaudit.tables import figA5_table
+from subaudit.reporting import figures
+from subaudit.pipeline import logs
+from subaudit.artifacts import read_csv, write_csv
+from subaudit.reporting.tables import figA5_table
 
 log = logs.to_file(snakemake.log[0])
 table = figA5_table(read_csv(f, keep_default_na=False, na_values=[""]) for f in snakemake.input)

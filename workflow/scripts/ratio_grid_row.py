@@ -1,8 +1,8 @@
 """Snakemake adapter: eps_S and eps_AR over the sigma grid for one q (Fig A5 row)."""
 
-from subaudit import logs
-from subaudit.io import write_csv
-from subaudit.tables import ratio_grid_row
+from subaudit.pipeline import logs
+from subaudit.artifacts import write_csv
+from subaudit.accounting.grids import ratio_grid_row
 
 log = logs.to_file(snakemake.log[0])
 p = snakemake.params

@@ -1,8 +1,10 @@
 """Snakemake adapter: data-trap reconstruction on an image experiment's split, figure and tables."""
 
-from subaudit import figures, logs, reconstruction
+from subaudit.reporting import figures
+from subaudit.pipeline import logs
+from subaudit.scenarios import reconstruction
 from subaudit.data import load_split
-from subaudit.io import write_csv, write_json
+from subaudit.artifacts import write_csv, write_json
 
 log = logs.to_file(snakemake.log[0])
 p = snakemake.params

@@ -2,11 +2,11 @@
 
 import numpy as np
 
-from subaudit import logs
+from subaudit.pipeline import logs
 from subaudit.devices import use_threads
-from subaudit.audit import load_features, model_for
-from subaudit.canaries import reference_model
-from subaudit.io import write_json, write_npz
+from subaudit.pipeline.job_inputs import load_features, model_for
+from subaudit.scenarios.crafting import reference_model
+from subaudit.artifacts import write_json, write_npz
 
 log = logs.to_file(snakemake.log[0])
 use_threads(snakemake.threads)

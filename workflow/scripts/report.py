@@ -2,9 +2,9 @@
 
 from pathlib import Path
 
-from subaudit import logs
-from subaudit.io import read_csv, write_json, write_text
-from subaudit.report import FigureInfo, build, to_html, to_markdown
+from subaudit.pipeline import logs
+from subaudit.artifacts import read_csv, write_json, write_text
+from subaudit.reporting.report import FigureInfo, build, to_html, to_markdown
 
 log = logs.to_file(snakemake.log[0])
 p = snakemake.params

@@ -2,10 +2,11 @@
 
 import pandas as pd
 
-from subaudit import figures, logs
-from subaudit.io import read_csv, write_csv
-from subaudit.scores import read_scores
-from subaudit.tables import runs_table
+from subaudit.reporting import figures
+from subaudit.pipeline import logs
+from subaudit.artifacts import read_csv, write_csv
+from subaudit.pipeline.score_files import read_scores
+from subaudit.reporting.tables import runs_table
 
 log = logs.to_file(snakemake.log[0])
 p = snakemake.params

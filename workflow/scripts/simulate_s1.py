@@ -5,11 +5,11 @@ from pathlib import Path
 
 import numpy as np
 
-from subaudit import logs
-from subaudit.io import read_json
-from subaudit.scores import Scores, write_scores
-from subaudit.settings import key, parse_key
-from subaudit.worst_case import simulate_s1
+from subaudit.pipeline import logs
+from subaudit.artifacts import read_json
+from subaudit.pipeline.score_files import Scores, write_scores
+from subaudit.pipeline.settings import key, parse_key
+from subaudit.scenarios.s1 import simulate_s1
 
 log = logs.to_file(snakemake.log[0])
 p = snakemake.params

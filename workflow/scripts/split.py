@@ -1,6 +1,6 @@
 """Snakemake adapter: deterministic train / aux / test split of a source, saved as .npz."""
 
-from subaudit import logs
+from subaudit.pipeline import logs
 from subaudit.data import load, save_split, split
 
 log = logs.to_file(snakemake.log[0])

@@ -2,12 +2,12 @@
 
 import numpy as np
 
-from subaudit import logs
-from subaudit.audit import audit_data, load_canary, load_setting
+from subaudit.pipeline import logs
+from subaudit.pipeline.job_inputs import audit_data, load_canary, load_setting
 from subaudit.devices import resolve_device, use_threads
 from subaudit.engine import train
-from subaudit.scores import Scores, run_bits, write_scores
-from subaudit.settings import parse_key
+from subaudit.pipeline.score_files import Scores, run_bits, write_scores
+from subaudit.pipeline.settings import parse_key
 
 log = logs.to_file(snakemake.log[0])
 use_threads(snakemake.threads)

@@ -3,11 +3,11 @@
 import numpy as np
 import pandas as pd
 
-from subaudit import logs
-from subaudit.audit import audit_data, load_canary, load_setting
+from subaudit.pipeline import logs
+from subaudit.pipeline.job_inputs import audit_data, load_canary, load_setting
 from subaudit.devices import resolve_device, use_threads
 from subaudit.engine import train
-from subaudit.io import write_csv
+from subaudit.artifacts import write_csv
 from subaudit.scenarios import get
 from subaudit.schedule import checkpoints
 

@@ -2,9 +2,10 @@
 
 import pandas as pd
 
-from subaudit import figures, logs
-from subaudit.io import read_csv, write_csv
-from subaudit.tables import utility_table
+from subaudit.reporting import figures
+from subaudit.pipeline import logs
+from subaudit.artifacts import read_csv, write_csv
+from subaudit.reporting.tables import utility_table
 
 log = logs.to_file(snakemake.log[0])
 p = snakemake.params

@@ -1,19 +1,35 @@
-"""Canary scenarios of natural-data audits: a registry, one module per scenario.
+"""Canary scenarios: how the audits' canaries are made, one module per scenario.
 
-A :class:`Scenario` says how its canary pair is crafted and what the workflow must know
-about it: its label and colour in figures, whether it needs the reference model (and so
-the target record), whether it is crafted per q (S2 replays the audit's own sampling),
-whether the target z is removed from the shared records D (an input canary stands in for
-it), whether its canary is a record in input space (sampled like a record, at the
-experiment's ``canary_sampling_rate`` when set) rather than a gradient, whether it is
-crafted against the audit's calibrated noise (``noisy``: per q, and its canary depends on
-the calibration's knobs too), whether Fig A1's utility runs include it, and which crafting
-options of params.yaml it reads (from its experiment, else from ``natural``; absent: None).
-Adding a scenario is a module here with a ``SCENARIO`` entry, its line in :data:`SCENARIOS`
-and its tests.
+Natural-data scenarios are a registry (:data:`SCENARIOS`): each module ``s2`` .. ``s7`` holds
+its algorithm and its :class:`Scenario` entry, which says how its canary pair is crafted and
+what the workflow must know about it: its label and colour in figures, whether it needs the
+reference model (and so the target record), whether it is crafted per q (S2 replays the
+audit's own sampling), whether the target z is removed from the shared records D (an input
+canary stands in for it), whether its canary is a record in input space (sampled like a
+record, at the experiment's ``canary_sampling_rate`` when set) rather than a gradient,
+whether it is crafted against the audit's calibrated noise (``noisy``: per q, and its canary
+depends on the calibration's knobs too), whether Fig A1's utility runs include it, and which
+crafting options of params.yaml it reads (from its experiment, else from ``natural``;
+absent: None).  Adding a scenario is a module here with a ``SCENARIO`` entry, its line in
+:func:`_registry` and its tests.
 
-Nothing here imports torch: the workflow checks names against the registry while it
-parses, and crafting imports what it needs when it runs.
+Beside the registry:
+
+* :mod:`~subaudit.scenarios.s1`: S1, the worst-case dataset canary in gradient space,
+  simulated (no training);
+* :mod:`~subaudit.scenarios.crafting`: what crafting shares (the reference model, per-example
+  gradients, :class:`~subaudit.scenarios.crafting.Crafted`);
+  :mod:`~subaudit.scenarios.domain`: where a crafted record may live (S6);
+* :mod:`~subaudit.scenarios.one_run`: the one-run canary kinds (a registry of their own) and
+  one-run audits of m canaries in one training;
+* :mod:`~subaudit.scenarios.reconstruction`: the data-trap reconstruction.
+
+Nothing here imports torch at import time: the workflow checks names against the registries
+while it parses, and crafting imports what it needs when it runs.
+
+May import: :mod:`subaudit.engine`, :mod:`subaudit.estimation`, :mod:`subaudit.accounting`,
+:mod:`subaudit.data` and the base modules; not :mod:`subaudit.pipeline` or
+:mod:`subaudit.reporting`.
 """
 
 from __future__ import annotations
@@ -22,14 +38,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from subaudit.settings import canary_knobs
 from subaudit.validation import check_choice
 
 if TYPE_CHECKING:
     import torch
 
-    from subaudit.canaries import Crafted
     from subaudit.engine import MLP, DPConfig
+    from subaudit.scenarios.crafting import Crafted
 
 __all__ = ["SCENARIOS", "CraftInputs", "Scenario", "get"]
 
@@ -79,11 +94,6 @@ class Scenario:
 
     def __post_init__(self) -> None:
         assert self.per_q or not self.noisy, "a scenario crafted against the noise is crafted per q"
-
-    def canary_knobs(self, reference: str = "full-batch") -> tuple[str, ...]:
-        """Knobs the canary depends on (its path key; :mod:`subaudit.settings`) under the
-        ``reference`` choice (natural.reference)."""
-        return canary_knobs(self.per_q, self.needs_reference, reference, self.noisy)
 
     @property
     def title(self) -> str:

@@ -1,0 +1,309 @@
+"""MkDocs hooks: the pages whose content comes from the code or from what a run wrote.
+
+A page holds a marker, an HTML comment on a line of its own, and the hook replaces it with
+Markdown rendered at build time, so these pages cannot go stale:
+
+* ``<!-- subaudit:cli -->``: every subcommand's usage and help, from
+  :func:`subaudit.cli.build_parser`;
+* ``<!-- subaudit:run ARGS -->``: the output of ``subaudit ARGS`` (run in-process);
+* ``<!-- subaudit:params KEY -->``: the block of ``KEY`` in ``params.yaml``, as it is;
+* ``<!-- subaudit:report -->``: the verdicts and final-step audits of ``results/report.json``
+  (written by ``make run``), else how to produce it;
+* ``<!-- subaudit:bench -->``: ``logs/bench.json`` (``subaudit bench --quick --json``), else
+  how to produce it;
+* ``<!-- subaudit:job-seconds -->``: the job-seconds of the heavy rules, summed from the
+  workflow's ``logs/benchmarks/**/*.tsv``, else how to produce them.
+
+Also a Griffe extension (:class:`RstRoles`, listed under mkdocstrings' ``extensions``) that
+turns the docstrings' Sphinx roles (``:func:`x```) into plain code spans for Markdown.
+
+Configured in ``mkdocs.yml`` (``hooks:``); tested by ``tests/test_docs.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import io
+import json
+import re
+import shlex
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import griffe
+
+MARKER = re.compile(r"^<!--\s*subaudit:([\w-]+)(?:\s+(.*?))?\s*-->\s*$", re.M)
+HELP_WIDTH = 100
+
+
+# --------------------------------------------------------------------------------------
+# The command line
+# --------------------------------------------------------------------------------------
+
+
+def _fixed_width(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Help formatted at a fixed width, whatever the terminal the build runs in."""
+    parser.formatter_class = lambda prog: argparse.HelpFormatter(prog, width=HELP_WIDTH)
+    return parser
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, tuple[str, argparse.ArgumentParser]]:
+    """Each subcommand's (one-line help, parser), in the parser's order."""
+    out: dict[str, tuple[str, argparse.ArgumentParser]] = {}
+    for action in parser._actions:  # argparse keeps subparsers only here
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {a.dest: a.help or "" for a in action._choices_actions}
+            for name, sub in action.choices.items():
+                out[name] = (helps.get(name, ""), sub)
+    return out
+
+
+def render_cli(parser: argparse.ArgumentParser) -> str:
+    """Markdown: the top-level usage, then one section per subcommand with its full help."""
+    parts = ["```text", _fixed_width(parser).format_help().rstrip(), "```", ""]
+    for name, (summary, sub) in _subcommands(parser).items():
+        parts += [f"## `subaudit {name}`", ""]
+        if summary:
+            parts += [summary[0].upper() + summary[1:] + ".", ""]
+        parts += ["```text", _fixed_width(sub).format_help().rstrip(), "```", ""]
+    return "\n".join(parts)
+
+
+def _cli_parser() -> argparse.ArgumentParser:
+    from subaudit.cli import build_parser
+
+    return build_parser()
+
+
+def render_run(args: str) -> str:
+    """The output of ``subaudit ARGS``, run in-process, as a console block."""
+    from subaudit.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        status = main(shlex.split(args))
+    if status:
+        raise RuntimeError(f"`subaudit {args}` exited with status {status}")
+    return "\n".join(["```console", f"$ subaudit {args}", out.getvalue().rstrip(), "```", ""])
+
+
+def render_params(path: Path, key: str) -> str:
+    """The block of a top-level key of a YAML file (``params.yaml``), comments included."""
+    lines = path.read_text().splitlines()
+    start = next((i for i, line in enumerate(lines) if re.match(rf"{re.escape(key)}:(\s|$)", line)), None)
+    if start is None:
+        raise KeyError(f"{path.name} has no top-level key {key!r}")
+    end = next((i for i in range(start + 1, len(lines)) if re.match(r"[^\s#]", lines[i])), len(lines))
+    block = "\n".join(lines[start:end]).rstrip()
+    return "\n".join([f"```yaml title=\"{path.name}\"", block, "```", ""])
+
+
+# --------------------------------------------------------------------------------------
+# What a run wrote
+# --------------------------------------------------------------------------------------
+
+
+def _fmt(x: Any) -> str:
+    if isinstance(x, bool) or x is None:
+        return str(x)
+    if isinstance(x, float):
+        return f"{x:.4g}"
+    return str(x)
+
+
+def _cell(x: Any) -> str:
+    return _fmt(x).replace("|", "\\|").replace("\n", " ")
+
+
+def _table(header: list[str], rows: Iterable[Iterable[Any]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
+    return lines + [""]
+
+
+def _note(title: str, text: str) -> str:
+    return "\n".join([f'!!! note "{title}"', "", *("    " + line for line in text.splitlines()), ""])
+
+
+def _claim_texts() -> dict[str, str]:
+    """The claims' wording from the registry, when it can be imported (else numbers only)."""
+    try:
+        from subaudit.reporting.claims import CLAIMS
+    except Exception:  # the page still renders from report.json alone
+        return {}
+    return {str(k): getattr(c, "text", "") for k, c in CLAIMS.items()}
+
+
+def render_report(path: Path, claim_texts: Mapping[str, str] | None = None) -> str:
+    """The verdicts and final-step audits of a ``report.json`` (``reporting.report`` metrics)."""
+    if not path.is_file():
+        return _note("No results in this checkout",
+                     "This section is generated from `results/report.json`, which the default run\n"
+                     "writes: run `make run` (or `.venv/bin/snakemake --cores all results/report.md`),\n"
+                     "then rebuild the site.")
+    data = json.loads(path.read_text())
+    texts = _claim_texts() if claim_texts is None else claim_texts
+    estimator = data.get("estimator", "?")
+    lines = [f"Generated from `{path.name}` at build time; estimator `{estimator}`, final step. "
+             f"{data.get('supported', 0)} claims supported, {data.get('cannot_tell', 0)} cannot tell, "
+             f"{data.get('refuted', 0)} refuted.", "", "### Verdicts", ""]
+    rows = []
+    for number, claim in sorted(data.get("claims", {}).items(), key=lambda kv: int(kv[0])):
+        numbers = "; ".join(f"{k} = {_fmt(v)}" for k, v in claim.items() if k not in ("verdict", "code"))
+        rows.append((number, texts.get(number, ""), claim.get("verdict", "?"), numbers))
+    lines += _table(["#", "claim", "verdict", "deciding numbers"], rows)
+    for figure, audits in data.get("final_step", {}).items():
+        if not audits:
+            continue
+        lines += [f"### {figure}", ""]
+        panels: dict[str, dict[str, Any]] = {}
+        scenarios: list[str] = []
+        for key, value in audits.items():
+            panel, _, scenario = key.rpartition("_")
+            panels.setdefault(panel, {})[scenario] = value
+            if scenario not in scenarios:
+                scenarios.append(scenario)
+        lines += _table(["panel", *scenarios],
+                        ([panel, *(vals.get(s, "") for s in scenarios)] for panel, vals in panels.items()))
+    return "\n".join(lines)
+
+
+def render_bench(path: Path) -> str:
+    """A ``subaudit bench --json`` result as tables."""
+    if not path.is_file():
+        return _note("No benchmark in this checkout",
+                     "This section is generated from `logs/bench.json`:\n"
+                     "`mkdir -p logs && .venv/bin/subaudit bench --quick --json > logs/bench.json`\n"
+                     "(about half a minute), then rebuild the site.")
+    data = json.loads(path.read_text())
+    machine = data.get("machine", {})
+    lines = [f"Generated from `{path.name}` at build time: processor `{machine.get('processor', '?')}`, "
+             f"{machine.get('torch_threads', '?')} threads, torch {machine.get('torch', '?')}, "
+             f"device {machine.get('device', '?')}, float32 matmul "
+             f"{_fmt(data.get('matmul_gflops'))} GFLOP/s{' (`--quick`)' if data.get('quick') else ''}.", ""]
+    rows = []
+    for w in data.get("workloads", []):
+        sizes = " -> ".join(map(str, w.get("sizes", [])))
+        rows.append((w.get("name", ""), sizes, w.get("n", ""), w.get("q", ""), w.get("basis", ""),
+                     w.get("batching", ""), f"{w.get('engine_model_steps_per_s', 0):,.0f}/s",
+                     f"{w.get('opacus_model_steps_per_s', 0):,.1f}/s",
+                     f"{w.get('speedup_vs_opacus', 0):.0f}x", f"{w.get('fraction_of_matmul', 0):.0%}",
+                     f"{w.get('randomness_share', 0):.0%}"))
+    lines += _table(["workload", "sizes", "n", "q", "basis", "batching", "engine", "Opacus",
+                     "speed-up", "of matmul", "drawing"], rows)
+    goals = data.get("goals", [])
+    if goals:
+        lines += _table(["goal", "target", "measured", "met"],
+                        ((g.get("goal"), g.get("target"), g.get("measured"), "yes" if g.get("met") else "no")
+                         for g in goals))
+    return "\n".join(lines)
+
+
+def render_job_seconds(folder: Path) -> str:
+    """Job-seconds per kind of heavy job from Snakemake's ``benchmark:`` files."""
+    files = sorted(folder.rglob("*.tsv")) if folder.is_dir() else []
+    if not files:
+        return _note("No workflow benchmarks in this checkout",
+                     "This section is generated from `logs/benchmarks/`, which every heavy rule of\n"
+                     "the workflow writes (`benchmark:`): run `make run`, then rebuild the site.")
+    kinds: dict[str, list[float]] = {}
+    for f in files:
+        with f.open(newline="") as fh:
+            for row in csv.DictReader(fh, delimiter="\t"):
+                seconds, rss = float(row.get("s") or 0), float(row.get("max_rss") or 0)
+                k = kinds.setdefault(str(f.relative_to(folder).parent / f.stem.split("_")[0]), [0, 0.0, 0.0])
+                k[0] += 1
+                k[1] += seconds
+                k[2] = max(k[2], rss)
+    total = sum(v[1] for v in kinds.values())
+    lines = [f"Generated at build time from {len(files)} files under `logs/benchmarks/`: "
+             f"{total:,.0f} job-seconds in all.", ""]
+    rows = sorted(kinds.items(), key=lambda kv: -kv[1][1])
+    lines += _table(["jobs (folder/kind)", "jobs", "job-seconds", "share", "largest peak memory (MB)"],
+                    ((k, int(n), f"{s:,.0f}", f"{s / total:.0%}" if total else "-", f"{rss:,.0f}")
+                     for k, (n, s, rss) in rows))
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------
+# MkDocs entry points
+# --------------------------------------------------------------------------------------
+
+
+def renderers(root: Path) -> dict[str, Callable[[str], str]]:
+    """Marker name -> function of the marker's argument, for a repository at ``root``."""
+    return {
+        "cli": lambda _arg: render_cli(_cli_parser()),
+        "run": render_run,
+        "params": lambda arg: render_params(root / "params.yaml", arg),
+        "report": lambda _arg: render_report(root / "results" / "report.json"),
+        "bench": lambda _arg: render_bench(root / "logs" / "bench.json"),
+        "job-seconds": lambda _arg: render_job_seconds(root / "logs" / "benchmarks"),
+    }
+
+
+def expand(markdown: str, root: Path) -> str:
+    """Replace every marker in ``markdown``; an unknown marker is an error, not a silent gap."""
+    table = renderers(root)
+
+    def one(m: re.Match) -> str:
+        if m.group(1) not in table:
+            raise KeyError(f"unknown docs marker {m.group(0)!r}; known: {sorted(table)}")
+        return table[m.group(1)](m.group(2) or "")
+
+    return MARKER.sub(one, markdown)
+
+
+def on_config(config: Any) -> Any:
+    """Make ``src/`` importable, so the build documents this checkout's code, and resolve
+    snippet includes (``--8<--``) from the repository root wherever mkdocs runs."""
+    root = Path(config.config_file_path).resolve().parent
+    if str(root / "src") not in sys.path:
+        sys.path.insert(0, str(root / "src"))
+    snippets = config.mdx_configs.get("pymdownx.snippets")
+    if snippets is not None:
+        snippets["base_path"] = [str(root)]
+    return config
+
+
+def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
+    return expand(markdown, Path(config.config_file_path).parent)
+
+
+# --------------------------------------------------------------------------------------
+# Griffe: Sphinx roles in docstrings
+# --------------------------------------------------------------------------------------
+
+ROLE = re.compile(r":(?:py:)?(?:func|class|mod|data|attr|meth|obj|exc|const):`~?([^`]+)`")
+CODE_SPAN = re.compile(r"(`+).*?\1")
+
+
+def _escape_references(line: str) -> str:
+    """``a[i][j]`` outside code is a Markdown reference link to ``j``, which autorefs cannot
+    resolve (an error under --strict): escape the second bracket, outside code spans."""
+    out, last = [], 0
+    for m in CODE_SPAN.finditer(line):
+        out += [line[last:m.start()].replace("][", "]\\["), m.group(0)]
+        last = m.end()
+    return "".join(out + [line[last:].replace("][", "]\\[")])
+
+
+def markdown_docstring(text: str) -> str:
+    """A docstring of free text with Sphinx roles, made safe to render as Markdown: roles
+    become code spans, and reference-link brackets are escaped except in indented code."""
+    text = ROLE.sub(r"`\1`", text)
+    return "\n".join(line if line.startswith("    ") else _escape_references(line)
+                     for line in text.split("\n"))
+
+
+class RstRoles(griffe.Extension):
+    """Docstrings rendered as Markdown (mkdocstrings' ``docstring_style: null``), through
+    :func:`markdown_docstring`."""
+
+    def on_instance(self, *, obj: griffe.Object, **kwargs: Any) -> None:
+        if obj.docstring is not None:
+            obj.docstring.value = markdown_docstring(obj.docstring.value)

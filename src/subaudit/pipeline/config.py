@@ -1,0 +1,249 @@
+"""Loading and validating params.yaml against the packaged schema.
+
+The workflow calls :func:`validate_params` while it parses, so a wrong key or value
+stops the run before any job starts, with a message that names the key path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+
+class ConfigError(ValueError):
+    """params.yaml (or a --configfile override) breaks the schema."""
+
+
+@lru_cache(maxsize=1)
+def schema() -> dict[str, Any]:
+    """The params.yaml JSON schema shipped with the package."""
+    text = resources.files("subaudit.pipeline").joinpath("params.schema.yaml").read_text()
+    return yaml.safe_load(text)
+
+
+def _key_path(error: jsonschema.ValidationError) -> str:
+    path = ""
+    for part in error.absolute_path:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return path or "(top level)"
+
+
+def _allowed(error: jsonschema.ValidationError) -> str:
+    s = error.schema if isinstance(error.schema, Mapping) else {}
+    if error.validator == "additionalProperties":
+        known = sorted(s.get("properties", {}))
+        return "known keys: " + ", ".join(known)
+    if "enum" in s:
+        return "one of " + ", ".join(map(str, s["enum"]))
+    bounds = []
+    for key, sym in (("exclusiveMinimum", ">"), ("minimum", ">="),
+                     ("exclusiveMaximum", "<"), ("maximum", "<=")):
+        if key in s:
+            bounds.append(f"{sym} {s[key]}")
+    kind = s.get("type")
+    text = " ".join(x for x in [kind or "", " and ".join(bounds)] if x)
+    if s.get("description"):
+        text += f" ({s['description']})"
+    return text or error.message
+
+
+def validate_params(params: Mapping[str, Any], source: str = "params.yaml") -> None:
+    """Raise ConfigError naming the first offending key and what it allows."""
+    validator = jsonschema.Draft202012Validator(schema())
+    errors = sorted(validator.iter_errors(dict(params)), key=lambda e: list(e.absolute_path))
+    if not errors:
+        _check_registered(params, source)
+        _check_natural(params, source)
+        _check_one_run(params, source)
+        _check_ablations(params, source)
+        _check_reconstruction(params, source)
+        return
+    err = jsonschema.exceptions.best_match(errors)
+    key = _key_path(err)
+    if err.validator == "additionalProperties":
+        extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
+        where = f"{key}." if key != "(top level)" else ""
+        raise ConfigError(f"{source}: unknown key {where}{extra[0]}; {_allowed(err)}")
+    if err.validator == "required":
+        missing = [k for k in err.validator_value if k not in err.instance]
+        where = f"{key}." if key != "(top level)" else ""
+        raise ConfigError(f"{source}: missing key {where}{missing[0]}")
+    value = err.instance
+    raise ConfigError(f"{source}: {key} = {value!r} is invalid; allowed: {_allowed(err)}")
+
+
+def _invalid(source: str, key: str, value: Any, allowed: str) -> ConfigError:
+    return ConfigError(f"{source}: {key} = {value!r} is invalid; allowed: {allowed}")
+
+
+def _check_registered(params: Mapping[str, Any], source: str) -> None:
+    """Names that must be in a registry: estimators, scenarios."""
+    from subaudit.estimation import ESTIMATORS
+    from subaudit.scenarios import SCENARIOS
+
+    for key, names, registry in (("estimators", params["estimators"], ESTIMATORS),
+                                 ("natural.scenarios", params["natural"]["scenarios"], SCENARIOS)):
+        for i, name in enumerate(names):
+            if name not in registry:
+                raise _invalid(source, f"{key}[{i}]", name, "one of " + ", ".join(registry))
+    valid = [n for n, e in ESTIMATORS.items() if e.valid]
+    if not set(params["estimators"]) & set(valid):
+        raise _invalid(source, "estimators", params["estimators"],
+                       "a list holding a valid estimator (" + ", ".join(valid) + "): the report's "
+                       "verdicts and the ceilings use one")
+
+
+def _check_natural(params: Mapping[str, Any], source: str) -> None:
+    """Cross-field checks of the natural-data experiments (sources, backbones, sizes) and
+    of the declared variations."""
+    from subaudit.data import own_features
+    from subaudit.data import SOURCES
+    from subaudit.data.features import BACKBONES
+    from subaudit.scenarios import SCENARIOS
+
+    natural = params["natural"]
+    experiments = natural["experiments"]
+    for name, exp in experiments.items():
+        key = f"natural.experiments.{name}"
+        if "S7" in natural["scenarios"] and len(exp["hidden"]) > 1:
+            raise _invalid(source, f"{key}.hidden", exp["hidden"],
+                           "[] or one hidden layer while natural.scenarios has S7 (its trap units "
+                           "sit in the first of one hidden layer)")
+        if "S6" in natural["scenarios"] and natural["s6_objective"] == "linearised" and exp["hidden"]:
+            raise _invalid(source, "natural.s6_objective", natural["s6_objective"],
+                           f"unrolled while natural.scenarios has S6 and {key} has hidden layers "
+                           "(the linearised objective is for linear heads)")
+        if exp.get("s5_pool", 0) > exp["n_aux"]:
+            raise _invalid(source, f"{key}.s5_pool", exp["s5_pool"],
+                           f"at most n_aux = {exp['n_aux']} (S5 searches the auxiliary records)")
+        if exp["source"] == own_features.NAME:
+            _check_own_features(exp, key, source)
+            continue
+        if "features_file" in exp:
+            raise _invalid(source, f"{key}.features_file", exp["features_file"],
+                           f"only with source: {own_features.NAME}")
+        if exp["source"] not in SOURCES:
+            raise _invalid(source, f"{key}.source", exp["source"],
+                           "one of " + ", ".join([*SOURCES, own_features.NAME]))
+        family = SOURCES[exp["source"]].family
+        backbones = [n for n, b in BACKBONES.items() if b.family == family] or ["none"]
+        if exp["backbone"] not in backbones:
+            raise _invalid(source, f"{key}.backbone", exp["backbone"],
+                           f"one of {', '.join(backbones)} (backbones of {family} sources)")
+        if exp["every"] > exp["steps"]:
+            raise _invalid(source, f"{key}.every", exp["every"], f"at most steps = {exp['steps']}")
+        classes = SOURCES[exp["source"]].classes
+        if exp["per_class"] and exp["n_train"] % classes:
+            raise _invalid(source, f"{key}.n_train", exp["n_train"],
+                           f"a multiple of the {classes} classes (per_class: true)")
+    for i, var in enumerate(natural.get("variations", [])):
+        key = f"natural.variations[{i}]"
+        for j, name in enumerate(var.get("experiments", [])):
+            if name not in experiments:
+                raise _invalid(source, f"{key}.experiments[{j}]", name,
+                               "one of " + ", ".join(experiments))
+        for j, name in enumerate(var.get("scenarios", [])):
+            if name not in SCENARIOS:
+                raise _invalid(source, f"{key}.scenarios[{j}]", name,
+                               "one of " + ", ".join(SCENARIOS))
+        for name in var.get("experiments", list(experiments)):
+            steps = min(var.get("steps", [experiments[name]["steps"]]))
+            every = max(var.get("every", [experiments[name]["every"]]))
+            if every > steps:
+                raise _invalid(source, f"{key}.every", every,
+                               f"at most steps = {steps} (experiment {name})")
+
+
+def _check_one_run(params: Mapping[str, Any], source: str) -> None:
+    """The one-run audits: an existing experiment, registered kinds and methods, and no more
+    label canaries than the experiment's auxiliary records."""
+    from subaudit.estimation.one_run import ONE_RUN_METHODS
+    from subaudit.scenarios.one_run import CANARY_KINDS
+
+    one = params["one_run"]
+    experiments = params["natural"]["experiments"]
+    if one["experiment"] not in experiments:
+        raise _invalid(source, "one_run.experiment", one["experiment"], "one of " + ", ".join(experiments))
+    for key, registry in (("kinds", CANARY_KINDS), ("methods", ONE_RUN_METHODS)):
+        for i, name in enumerate(one[key]):
+            if name not in registry:
+                raise _invalid(source, f"one_run.{key}[{i}]", name, "one of " + ", ".join(registry))
+    n_aux = experiments[one["experiment"]]["n_aux"]
+    if "label" in one["kinds"] and one["canaries"] > n_aux:
+        raise _invalid(source, "one_run.canaries", one["canaries"],
+                       f"at most n_aux = {n_aux} of experiment {one['experiment']} (label canaries)")
+
+
+def _check_reconstruction(params: Mapping[str, Any], source: str) -> None:
+    """The reconstruction reads an image experiment's split (raw pixels)."""
+    from subaudit.data import SOURCES
+
+    rec, experiments = params["reconstruction"], params["natural"]["experiments"]
+    images = [n for n, e in experiments.items() if e["source"] in SOURCES
+              and SOURCES[e["source"]].family == "image"]
+    if rec["experiment"] is not None and rec["experiment"] not in images:
+        raise _invalid(source, "reconstruction.experiment", rec["experiment"],
+                       "an image experiment of natural.experiments (" + (", ".join(images) or "none")
+                       + ") or null")
+
+
+def _check_ablations(params: Mapping[str, Any], source: str) -> None:
+    """The ablations: an existing experiment, R' values the base audits hold (even, so each
+    world has half), and T values whose scaled scoring interval fits."""
+    from subaudit.pipeline.settings import ablation_every
+
+    abl = params["ablations"]
+    natural = params["natural"]
+    if abl["experiment"] not in natural["experiments"]:
+        raise _invalid(source, "ablations.experiment", abl["experiment"],
+                       "one of " + ", ".join(natural["experiments"]))
+    for i, name in enumerate(abl["scenarios"]):
+        if name not in natural["scenarios"]:
+            raise _invalid(source, f"ablations.scenarios[{i}]", name,
+                           "one of natural.scenarios: " + ", ".join(natural["scenarios"]))
+    for i, r in enumerate(abl["runs"]):
+        if r % 2 or r > natural["runs"]:
+            raise _invalid(source, f"ablations.runs[{i}]", r,
+                           f"an even number of runs, at most natural.runs = {natural['runs']}")
+    base = natural["experiments"][abl["experiment"]]
+    for i, t in enumerate(abl["steps"]["values"]):
+        if t != int(t) or ablation_every(base, int(t)) > t:
+            raise _invalid(source, f"ablations.steps.values[{i}]", t, "a whole number of steps")
+
+
+def _check_own_features(exp: Mapping[str, Any], key: str, source: str) -> None:
+    """A user's features file: present, verified by its checksum, readable, big enough."""
+    from subaudit.data import own_features
+    from subaudit.validation import ParameterError
+
+    for needed in ("features_file", "checksum"):
+        if needed not in exp:
+            raise ConfigError(f"{source}: missing key {key}.{needed} (source {own_features.NAME} "
+                              "needs the file and its sha256)")
+    if len(exp["checksum"]) != 64:
+        raise _invalid(source, f"{key}.checksum", exp["checksum"], "a sha256 (64 hex digits)")
+    if exp["backbone"] != "none":
+        raise _invalid(source, f"{key}.backbone", exp["backbone"],
+                       "none (the file holds the features)")
+    try:
+        own_features.check(exp["features_file"], exp["checksum"], n_train=exp["n_train"],
+                           n_aux=exp["n_aux"], n_test=exp["n_test"], per_class=exp["per_class"])
+    except ParameterError as err:
+        raise _invalid(source, f"{key}.{err.name}", err.value, err.allowed) from None
+    if exp["every"] > exp["steps"]:
+        raise _invalid(source, f"{key}.every", exp["every"], f"at most steps = {exp['steps']}")
+
+
+def load_params(path: str | Path) -> dict[str, Any]:
+    """Read and validate a params file."""
+    data = yaml.safe_load(Path(path).read_text())
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    validate_params(data, source=str(path))
+    return data

@@ -1,0 +1,163 @@
+"""Audit scores: the one artifact type every audit writes, its runs' bits, shards and merging.
+
+A score file holds, for R runs of one audit setting, the run indices, each run's bit
+(1: dataset D with the target z; 0: D' with the substitute z'), the checkpoint steps,
+the scores (checkpoints x runs; larger under D), the noise multiplier and the setting
+(the knob values of its path key).  The S1 simulation, training shards and their merge
+all write it; the one estimate step reads it.
+
+Natural-data audits: run r uses z when r is even (bit 1) and z' when it is odd (bit 0),
+so an even R splits exactly in half and every shard of consecutive runs is as balanced
+as it can be.  Run r's randomness comes from (setting seed, r) only, so a shard's scores
+do not depend on how the runs were cut into shards; merging sorts by run index and
+refuses gaps, overlaps and disagreeing checkpoints.
+
+Importable without torch (the estimate step only reads scores).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from subaudit.artifacts import CorruptArtifact, read_npz, write_npz
+from subaudit.validation import ParameterError, check_count
+
+__all__ = ["Scores", "load_audit_scores", "merge_shards", "read_scores", "run_bits", "shard_bounds",
+           "write_scores"]
+
+
+@dataclass(frozen=True)
+class Scores:
+    """Scores of R runs at S checkpoints, with their bits, sigma and setting."""
+
+    runs: np.ndarray          # (R,) int64 run indices
+    bits: np.ndarray          # (R,) int8: 1 = D (z), 0 = D' (z')
+    steps: np.ndarray         # (S,) int64 checkpoints: training steps done
+    scores: np.ndarray        # (S, R) float64
+    sigma: float
+    setting: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "runs", np.asarray(self.runs, dtype=np.int64).reshape(-1))
+        object.__setattr__(self, "bits", np.asarray(self.bits).astype(np.int8).reshape(-1))
+        object.__setattr__(self, "steps", np.asarray(self.steps, dtype=np.int64).reshape(-1))
+        object.__setattr__(self, "scores", np.atleast_2d(np.asarray(self.scores,
+                                                                    dtype=np.float64)))
+        R, S = self.runs.size, self.steps.size
+        if self.bits.shape != (R,) or self.scores.shape != (S, R):
+            raise ValueError(f"scores: {R} runs, {self.bits.size} bits, {S} steps and a "
+                             f"{self.scores.shape} score matrix do not fit together")
+
+
+def write_scores(path: str | Path, scores: Scores) -> None:
+    """Write a score file (atomic, with its digest; :func:`subaudit.artifacts.write_npz`)."""
+    write_npz(path, runs=scores.runs, bits=scores.bits, steps=scores.steps,
+              scores=scores.scores, sigma=np.float64(scores.sigma),
+              setting=np.array(json.dumps(dict(scores.setting), sort_keys=True)))
+
+
+def read_scores(path: str | Path) -> Scores:
+    """Read a score file written by :func:`write_scores` (CorruptArtifact if it is not one)."""
+    data = read_npz(path)
+    missing = {"runs", "bits", "steps", "scores", "sigma", "setting"} - set(data)
+    if missing:
+        raise CorruptArtifact(path, f"not a score file: no {', '.join(sorted(missing))}")
+    return Scores(runs=data["runs"], bits=data["bits"], steps=data["steps"],
+                  scores=data["scores"], sigma=float(data["sigma"]),
+                  setting=json.loads(str(data["setting"])))
+
+
+#: The layouts :func:`load_audit_scores` reads, in words (for messages and help).
+SCORE_LAYOUTS = ("CSV with columns score,label (label 1: a run with the target z, world D; 0: with z')",
+                 ".npz with 1-D arrays score and label",
+                 ".npz with 1-D arrays in_scores (runs on D) and out_scores (runs on D')",
+                 "a subaudit score file (results/.../scores/*.npz; --step picks the checkpoint)")
+
+
+def load_audit_scores(path: str | Path, step: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(scores, labels) of an audit from a file in one of :data:`SCORE_LAYOUTS`; ``step``
+    chooses a subaudit score file's checkpoint (default: the last). ValueError naming the
+    layouts otherwise."""
+    import pandas as pd
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no such file: {path}")
+    expected = "expected one of: " + "; ".join(SCORE_LAYOUTS)
+    if path.suffix.lower() == ".csv":
+        frame = pd.read_csv(path)
+        missing = {"score", "label"} - set(frame.columns)
+        if missing:
+            raise ValueError(f"{path}: missing column(s) {', '.join(sorted(missing))}; {expected}")
+        return frame["score"].to_numpy(float), frame["label"].to_numpy()
+    if path.suffix.lower() != ".npz":
+        raise ValueError(f"{path}: not a .csv or .npz file; {expected}")
+    with np.load(path, allow_pickle=False) as data:
+        keys = set(data.files)
+    if {"runs", "bits", "steps", "scores"} <= keys:
+        audit = read_scores(path)
+        row = len(audit.steps) - 1 if step is None else np.flatnonzero(audit.steps == step)
+        if np.size(row) == 0:
+            raise ParameterError("step", step, f"a checkpoint of this file: {audit.steps.tolist()}")
+        return audit.scores[int(np.ravel(row)[0])], audit.bits
+    with np.load(path, allow_pickle=False) as data:
+        if {"score", "label"} <= keys:
+            return data["score"].astype(float), data["label"]
+        if {"in_scores", "out_scores"} <= keys:
+            s_in, s_out = data["in_scores"].reshape(-1), data["out_scores"].reshape(-1)
+            return (np.r_[s_in, s_out].astype(float),
+                    np.r_[np.ones(s_in.size, np.int8), np.zeros(s_out.size, np.int8)])
+    raise ValueError(f"{path}: arrays {sorted(keys)}; {expected}")
+
+
+def run_bits(runs: Sequence[int] | np.ndarray) -> np.ndarray:
+    """Bit of each run: 1 (D, target z) for even indices, 0 (D', canary z') for odd."""
+    r = np.asarray(runs, dtype=np.int64)
+    return (1 - (r % 2)).astype(np.int8)
+
+
+def shard_bounds(runs: int, shard_size: int) -> list[tuple[int, int]]:
+    """Consecutive ``[lo, hi)`` run ranges of at most ``shard_size`` runs."""
+    total = check_count(runs, "runs", minimum=2)
+    if total % 2:
+        raise ParameterError("runs", runs, "an even number (half D, half D')")
+    size = check_count(shard_size, "shard_size")
+    return [(lo, min(lo + size, total)) for lo in range(0, total, size)]
+
+
+def merge_shards(parts: Sequence[Scores], runs: int,
+                 setting: Mapping[str, Any] | None = None) -> Scores:
+    """Join shards into one audit of ``runs`` runs, sorted by run index.
+
+    The result must hold every run ``0..runs-1`` exactly once, with the bits
+    :func:`run_bits` prescribes; the shards must agree on the checkpoints and sigma.
+    ``setting`` (default: the first shard's) is the merged audit's.
+    """
+    if not parts:
+        raise ValueError("no shards to merge")
+    steps, sigma = parts[0].steps, parts[0].sigma
+    for p in parts[1:]:
+        if not np.array_equal(p.steps, steps):
+            raise ValueError("shards disagree on the checkpoint steps")
+        if p.sigma != sigma:
+            raise ValueError(f"shards disagree on sigma ({p.sigma} vs {sigma})")
+    all_runs = np.concatenate([p.runs for p in parts])
+    order = np.argsort(all_runs, kind="stable")
+    all_runs = all_runs[order]
+    if not np.array_equal(all_runs, np.arange(runs)):
+        missing = sorted(set(range(runs)) - set(all_runs.tolist()))
+        dup = sorted({int(r) for r in all_runs[1:][np.diff(all_runs) == 0]})
+        raise ValueError(f"shards do not cover runs 0..{runs - 1} exactly once "
+                         f"(missing {missing[:10]}, duplicated {dup[:10]})")
+    bits = np.concatenate([p.bits for p in parts])[order]
+    if not np.array_equal(bits, run_bits(all_runs)):
+        raise ValueError("shard bits differ from the run-parity rule")
+    scores = np.concatenate([p.scores for p in parts], axis=1)[:, order]
+    return Scores(runs=all_runs, bits=bits, steps=steps, scores=scores, sigma=sigma,
+                  setting=parts[0].setting if setting is None else setting)

@@ -1,0 +1,374 @@
+"""The paper's claims, each judged from the numbers of this run's figures: a registry.
+
+A :class:`Claim` reads the figures' tidy tables (the CSVs beside the figures) and returns
+a :class:`Verdict`: ``supported``, ``refuted`` or ``cannot tell``, with the numbers that
+decide it and the rule, stated once in the claim.  No verdict is written by hand.
+
+Statistical rule for an audit (a mean over repeats of the valid estimator's lower bounds
+with its standard error ``se`` over repeats): it is *above* a reference when
+``mean - 2 se`` exceeds it, *below* when ``mean + 2 se`` is under it, and *within error*
+otherwise.  An audit of one repeat has no error estimate: a comparison that needs one
+cannot tell.  Accountant values are exact (no margin).  Adding a claim is a function here
+and its entry in :data:`CLAIMS`, with a test that changes its numbers and its verdict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from subaudit.reporting.tables import EPS_AR, EPS_GROUP, EPS_S
+
+__all__ = ["CLAIMS", "INPUT_SCENARIOS", "PAPER_SCENARIOS", "Claim", "Evidence", "STATUS_CODES",
+           "Verdict", "compare", "final_audits", "format_audit", "judge_all"]
+
+#: Verdicts and their codes in the metrics file (``dvc metrics diff`` compares numbers).
+STATUS_CODES = {"supported": 1, "cannot tell": 0, "refuted": -1}
+
+#: The paper's scenarios, which its claims are about (scenarios beyond it, S6 and S7, are shown in
+#: the figures and tables but judged by none of its claims), and its input-space canaries.
+PAPER_SCENARIOS = ("S2", "S3", "S4", "S5")
+INPUT_SCENARIOS = ("S3", "S4", "S5")
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the claims read: the figures' tables by figure name, the estimator the verdicts
+    use (a valid one), the natural-data figures with whether their model is trained from
+    scratch, the ablation figures by ablated knob, and the ablated experiment's own value
+    of each knob (the base the learning-rate ablation departs from)."""
+
+    tables: Mapping[str, pd.DataFrame]
+    estimator: str
+    natural: Mapping[str, bool]
+    ablations: Mapping[str, str] = field(default_factory=dict)
+    base: Mapping[str, float] = field(default_factory=dict)
+
+    def table(self, name: str) -> pd.DataFrame:
+        """The table of figure ``name`` (KeyError names what is there)."""
+        if name not in self.tables:
+            raise KeyError(f"figure {name!r} is not among {sorted(self.tables)}")
+        return self.tables[name]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One claim's verdict, the numbers that decide it and a sentence saying why."""
+
+    claim: int
+    status: str
+    reason: str
+    numbers: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def code(self) -> int:
+        return STATUS_CODES[self.status]
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A claim of the paper, the rule that judges it, and the function applying the rule."""
+
+    number: int
+    text: str
+    rule: str
+    judge: Callable[[Evidence], tuple[str, str, dict[str, float]]]
+    figures: tuple[str, ...]
+
+
+def compare(mean: float, se: float, reference: float) -> str:
+    """'above', 'below' or 'within error' of ``reference`` at +-2 ``se`` (se NaN: one
+    repeat, no error estimate, so only 'unknown' unless ``mean`` equals it exactly)."""
+    if not np.isfinite(se):
+        return "unknown"
+    if mean - 2 * se > reference:
+        return "above"
+    if mean + 2 * se < reference:
+        return "below"
+    return "within error"
+
+
+def final_audits(table: pd.DataFrame, estimator: str, panel: str = "q") -> pd.DataFrame:
+    """One row per (panel value, scenario) at the final step: the audit of ``estimator``
+    (epsilon, se, n_repeats) beside eps_S and eps_AR of that step and sigma."""
+    last = table[table["step"] == table.groupby(panel)["step"].transform("max")]
+    audits = last[(last["estimator"] == estimator) & (last["scenario"].fillna("") != "")]
+    acc = last[last["series"].isin([EPS_S, EPS_AR])].pivot_table(
+        index=panel, columns="series", values="epsilon")
+    columns = list(dict.fromkeys([panel, "q", "step", "scenario", "epsilon", "se", "n_repeats", "sigma"]))
+    out = audits[columns].copy()
+    out["se"] = np.where(out["n_repeats"] > 1, out["se"], np.nan)
+    out["eps_S"] = out[panel].map(acc[EPS_S])
+    out["eps_AR"] = out[panel].map(acc[EPS_AR])
+    return out.reset_index(drop=True)
+
+
+def _fmt(x: float) -> str:
+    return "n/a" if not np.isfinite(x) else f"{x:.3g}"
+
+
+def format_audit(mean: float, se: float) -> str:
+    """An audit as text: mean ± 2 s.e. over repeats, or "(1 repeat)" without an error estimate
+    (``se`` NaN)."""
+    if not np.isfinite(mean):
+        return "n/a"
+    return f"{mean:.3g} ± {2 * se:.2g}" if np.isfinite(se) else f"{mean:.3g} (1 repeat)"
+
+
+def _audit(row: Mapping[str, Any]) -> str:
+    return format_audit(row["epsilon"], row["se"])
+
+
+# --------------------------------------------------------------------------- the claims
+
+
+def _s1(ev: Evidence) -> tuple[str, str, dict[str, float]]:
+    t = ev.table("fig2")
+    audit = t[t["estimator"] == ev.estimator]
+    q_max = float(t["q"].max())
+    rows, above, below, track = [], 0, 0, True
+    for q, sub in t.groupby("q"):
+        acc = sub[sub["series"].isin([EPS_S, EPS_AR])].pivot_table(
+            index="target_epsilon", columns="series", values="epsilon")
+        a = audit[audit["q"] == q].set_index("target_epsilon").sort_index()
+        if q == q_max:
+            for target, r in a.iterrows():
+                se = r["se"] if r["n_repeats"] > 1 else np.nan
+                c = compare(r["epsilon"], se, acc.loc[target, EPS_AR])
+                above += c == "above"
+                below += c == "below"
+                rows.append(f"target {target:g}: {_audit({'epsilon': r['epsilon'], 'se': se})} "
+                            f"vs eps_AR {_fmt(acc.loc[target, EPS_AR])}")
+        track &= bool(np.all(np.diff(a["epsilon"].to_numpy()) > 0))
+    share = audit[audit["q"] == q_max].set_index("target_epsilon")["epsilon"] / \
+        t[(t["q"] == q_max) & (t["series"] == EPS_S)].set_index("target_epsilon")["epsilon"]
+    n = int((audit["q"] == q_max).sum())
+    numbers = {"q": q_max, "targets": n, "above_eps_AR": above, "below_eps_AR": below,
+               "min_share_of_eps_S": float(share.min())}
+    detail = f"q = {q_max:g}: " + "; ".join(rows)
+    if n and above == n and track and share.min() >= 0.5:
+        return "supported", f"every target's audit is above eps_AR and rises with eps_S, reaching " \
+                            f"at least {share.min():.0%} of it ({detail})", numbers
+    if n and below == n:
+        return "refuted", f"every audit is below eps_AR ({detail})", numbers
+    return "cannot tell", f"{above} of {n} audits above eps_AR, rising with eps_S: {track}, " \
+                          f"least share of eps_S {share.min():.0%} ({detail})", numbers
+
+
+def _group(ev: Evidence) -> tuple[str, str, dict[str, float]]:
+    t = ev.table("fig2")
+    acc = t[t["series"].isin([EPS_S, EPS_GROUP])].pivot_table(
+        index=["q", "target_epsilon"], columns="series", values="epsilon")
+    ratio = acc[EPS_GROUP] / acc[EPS_S]
+    numbers = {"cells": len(ratio), "tighter": int((ratio > 1).sum()),
+               "min_group_over_substitute": float(ratio.min()),
+               "max_group_over_substitute": float(ratio.max())}
+    text = (f"eps_S(group) / eps_S(accountant) over {len(ratio)} (q, target) cells: "
+            f"{ratio.min():.3g} to {ratio.max():.3g}")
+    if (ratio > 1).all():
+        return "supported", text, numbers
+    return "refuted", text + f"; the accountant is not tighter in {int((ratio <= 1).sum())} cells", numbers
+
+
+def _natural(ev: Evidence) -> tuple[str, str, dict[str, float]]:
+    figs = [f for f, scratch in ev.natural.items() if not scratch]
+    if not figs:
+        return "cannot tell", "no fine-tuned experiment in this run", {}
+    statuses, parts, numbers = [], [], {}
+    for name in figs:
+        f = final_audits(ev.table(name), ev.estimator)
+        top = f[(f["q"] == f["q"].max()) & f["scenario"].isin(PAPER_SCENARIOS)].set_index("scenario")
+        if "S2" not in top.index:
+            statuses.append("cannot tell")
+            parts.append(f"{name}: no S2 audit")
+            continue
+        s2 = top.loc["S2"]
+        vs_ar = compare(s2["epsilon"], s2["se"], s2["eps_AR"])
+        others = top.drop(index="S2")
+        beaten = [s for s, r in others.iterrows()
+                  if np.isfinite(r["se"]) and np.isfinite(s2["se"])
+                  and r["epsilon"] - 2 * r["se"] > s2["epsilon"] + 2 * s2["se"]]
+        highest = bool((others["epsilon"] <= s2["epsilon"]).all())
+        numbers.update({f"{name}_q": float(s2["q"]), f"{name}_S2": float(s2["epsilon"]),
+                        f"{name}_eps_AR": float(s2["eps_AR"]), f"{name}_eps_S": float(s2["eps_S"])})
+        parts.append(f"{name}, q = {s2['q']:g}: S2 {_audit(s2)} vs eps_AR {_fmt(s2['eps_AR'])} "
+                     f"({vs_ar}); others " + ", ".join(f"{s} {_audit(r)}" for s, r in others.iterrows()))
+        if vs_ar == "below" or beaten:
+            statuses.append("refuted")
+        elif vs_ar == "above" and highest:
+            statuses.append("supported")
+        else:
+            statuses.append("cannot tell")
+    return _combine(statuses), "; ".join(parts), numbers
+
+
+def _scratch(ev: Evidence) -> tuple[str, str, dict[str, float]]:
+    figs = [f for f, scratch in ev.natural.items() if scratch]
+    if not figs:
+        return "cannot tell", "no experiment trained from scratch in this run", {}
+    statuses, parts, numbers = [], [], {}
+    for name in figs:
+        f = final_audits(ev.table(name), ev.estimator)
+        inputs = f[f["scenario"].isin(INPUT_SCENARIOS)]
+        exceed = [f"{r['scenario']} at q = {r['q']:g}" for _, r in inputs.iterrows()
+                  if compare(r["epsilon"], r["se"], r["eps_AR"]) == "above"]
+        unknown = [r for _, r in inputs.iterrows() if not np.isfinite(r["se"])]
+        s2 = f[(f["scenario"] == "S2") & (f["q"] == f["q"].max())]
+        s2_vs = compare(s2["epsilon"].iloc[0], s2["se"].iloc[0], s2["eps_AR"].iloc[0]) if len(s2) else "none"
+        numbers.update({f"{name}_input_above_eps_AR": len(exceed),
+                        f"{name}_max_input_over_eps_AR": float((inputs["epsilon"] / inputs["eps_AR"]).max())})
+        if len(s2):
+            numbers[f"{name}_S2"] = float(s2["epsilon"].iloc[0])
+            numbers[f"{name}_S2_eps_AR"] = float(s2["eps_AR"].iloc[0])
+        parts.append(f"{name}: input canaries above eps_AR: {', '.join(exceed) or 'none'}; "
+                     + "; ".join(f"{r['scenario']} q = {r['q']:g} {_audit(r)} vs eps_AR {_fmt(r['eps_AR'])}"
+                                 for _, r in inputs.iterrows())
+                     + (f"; S2 at q = {s2['q'].iloc[0]:g}: {_audit(s2.iloc[0])} vs eps_AR "
+                        f"{_fmt(s2['eps_AR'].iloc[0])} ({s2_vs})" if len(s2) else ""))
+        if exceed:
+            statuses.append("refuted")
+        elif s2_vs == "above" and not unknown:
+            statuses.append("supported")
+        else:
+            statuses.append("cannot tell")
+    return _combine(statuses), "; ".join(parts), numbers
+
+
+def _weakens(ev: Evidence) -> tuple[str, str, dict[str, float]]:
+    """Input canaries at the strong end of each knob against the weak end."""
+    checks: list[tuple[str, pd.DataFrame, str, bool]] = []
+    scratch = [f for f, s in ev.natural.items() if not s]
+    if scratch:
+        checks.append(("q falls", final_audits(ev.table(scratch[0]), ev.estimator), "q", True))
+    for knob, strong_high in (("clip", False), ("steps", False), ("lr", None)):
+        if knob in ev.ablations and ev.ablations[knob] in ev.tables:
+            checks.append((f"{knob} changes" if strong_high is None else f"{knob} grows",
+                           final_audits(ev.table(ev.ablations[knob]), ev.estimator, knob), knob,
+                           strong_high))
+    statuses, parts, numbers = [], [], {}
+    for label, f, panel, strong_high in checks:
+        values = sorted(f[panel].unique())
+        if len(values) < 2:
+            continue
+        for scenario in INPUT_SCENARIOS:
+            d = f[f["scenario"] == scenario].set_index(panel)
+            if len(d) < 2:
+                continue
+            if strong_high is None:     # the learning rate: the base value is strongest
+                base = ev.base.get(panel)
+                if base not in d.index:
+                    continue
+                strong = d.loc[base]
+                weak = d.drop(index=base).sort_values("epsilon", ascending=False).iloc[0]
+            else:
+                strong = d.loc[values[-1] if strong_high else values[0]]
+                weak = d.loc[values[0] if strong_high else values[-1]]
+            diff = strong["epsilon"] - weak["epsilon"]
+            se = float(np.hypot(strong["se"], weak["se"]))
+            c = compare(diff, se, 0.0)
+            numbers[f"{panel}_{scenario}_drop"] = float(diff)
+            parts.append(f"{label}, {scenario}: {_audit(strong)} -> {_audit(weak)}")
+            statuses.append({"above": "supported", "below": "refuted"}.get(c, "cannot tell"))
+    if not statuses:
+        return "cannot tell", "no ablation or q grid in this run", {}
+    counts = {s: statuses.count(s) for s in STATUS_CODES}
+    numbers.update({f"comparisons_{k.replace(' ', '_')}": v for k, v in counts.items()})
+    status = ("supported" if counts["supported"] > len(statuses) / 2 and not counts["refuted"] else
+              "refuted" if counts["refuted"] > len(statuses) / 2 else "cannot tell")
+    head = (f"{counts['supported']} of {len(statuses)} comparisons weaken beyond error, "
+            f"{counts['refuted']} strengthen, {counts['cannot tell']} within error or one repeat")
+    return status, head + " (" + "; ".join(parts) + ")", numbers
+
+
+def _ratio(ev: Evidence) -> tuple[str, str, dict[str, float]]:
+    t = ev.table("figA5").dropna(subset=["ratio"])
+    q_max, q_min = float(t["q"].max()), float(t["q"].min())
+    corner = t[t["q"] == q_max].sort_values("sigma").iloc[0]
+    far = t[t["q"] == q_min].sort_values("sigma").iloc[-1]
+    numbers = {"large_q": q_max, "small_sigma": float(corner["sigma"]), "ratio_there": float(corner["ratio"]),
+               "small_q": q_min, "large_sigma": float(far["sigma"]), "ratio_far": float(far["ratio"]),
+               "cells_above_2": int((t["ratio"] > 2).sum())}
+    text = (f"ratio {corner['ratio']:.3g} at q = {q_max:g}, sigma = {corner['sigma']:g}; "
+            f"{far['ratio']:.3g} at q = {q_min:g}, sigma = {far['sigma']:g}; "
+            f"{numbers['cells_above_2']} of {len(t)} cells above 2")
+    if corner["ratio"] > 2 and far["ratio"] < corner["ratio"]:
+        return "supported", text, numbers
+    if not (t["ratio"] > 2).any():
+        return "refuted", text, numbers
+    return "cannot tell", text, numbers
+
+
+def _utility(ev: Evidence) -> tuple[str, str, dict[str, float]]:
+    t = ev.table("figA1")
+    last = t[t["step"] == t["step"].max()]
+    statuses, parts, numbers = [], [], {}
+    for scenario, d in last.groupby("scenario"):
+        base = d[d["world"].str.contains("no canary")].iloc[0]
+        canary = d[~d["world"].str.contains("no canary")].iloc[0]
+        diff = 100 * (canary["accuracy"] - base["accuracy"])
+        se = 100 * float(np.hypot(base["se"], canary["se"]))
+        numbers[f"{scenario}_accuracy_change_points"] = float(diff)
+        parts.append(f"{scenario}: {100 * base['accuracy']:.1f}% without, {100 * canary['accuracy']:.1f}% "
+                     f"with the canary ({diff:+.1f} ± {2 * se:.1f} points)")
+        statuses.append("refuted" if diff < -max(2 * se, 1.0) else "supported")
+    return _combine(statuses), "; ".join(parts) + " at the final step", numbers
+
+
+def _combine(statuses: Sequence[str]) -> str:
+    """All supported: supported; any refuted: refuted; else cannot tell."""
+    if statuses and all(s == "supported" for s in statuses):
+        return "supported"
+    if "refuted" in statuses:
+        return "refuted"
+    return "cannot tell"
+
+
+#: The paper's claims, numbered as the report lists them.
+CLAIMS: dict[int, Claim] = {c.number: c for c in (
+    Claim(1, "S1 audits exceed eps_AR and track eps_S", (
+        "at the largest q, every target's audit is above eps_AR (mean - 2 s.e. over repeats), "
+        "the audit rises with the target at every q and reaches at least half of eps_S; "
+        "refuted if every audit at the largest q is below eps_AR"), _s1, ("fig2",)),
+    Claim(2, "eps_S by the substitute accountant is tighter than by group privacy", (
+        "eps_S(group privacy, Theorem 4.1) > eps_S(accountant) in every (q, target) cell; "
+        "accountant values, no margin"), _group, ("fig2",)),
+    Claim(3, "natural-data canaries exceed eps_AR at large q, S2 the tightest", (
+        "in every fine-tuned experiment at its largest q and final step, S2 is above eps_AR and "
+        "no lower than S3-S5; refuted if S2 is below eps_AR or another scenario is above S2 "
+        "beyond both error bars"), _natural, ("fig3", "figA6")),
+    Claim(4, "input-space canaries do not exceed eps_AR when training from scratch, while S2 "
+             "still tracks eps_S", (
+        "in every from-scratch experiment at the final step, no S3-S5 audit is above eps_AR at "
+        "any q and S2 is above eps_AR at the largest q; refuted if an input canary is above "
+        "eps_AR"), _scratch, ("fig4",)),
+    Claim(5, "input-space canaries weaken as q falls, as C grows, as T grows at fixed q, and "
+             "with the learning rate (Figs A2-A4)", (
+        "for S3-S5 at the final step, the audit at the strong end (largest q, smallest C, "
+        "smallest T, the base learning rate) minus the weak end (smallest q, largest C, largest T, "
+        "the best other learning rate) is above 0 beyond 2 combined s.e. in most comparisons "
+        "and below it in none; refuted if most are below"), _weakens,
+        ("fig3", "figA2", "figA3", "figA4")),
+    Claim(6, "eps_S / eps_AR passes 2 at large q and small sigma at fixed delta", (
+        "the ratio at the largest q and smallest sigma of the grid is above 2 and above the "
+        "ratio at the smallest q and largest sigma; refuted if no cell is above 2"), _ratio,
+        ("figA5",)),
+    Claim(7, "canaries do not cost utility (Fig A1)", (
+        "at the final step, test accuracy with the canary is not lower than without it by more "
+        "than both 2 combined s.e. over runs and 1 percentage point"), _utility, ("figA1",)),
+)}
+
+
+def judge_all(evidence: Evidence) -> list[Verdict]:
+    """Every claim's verdict; a claim whose figure is not in this run cannot tell."""
+    out = []
+    for claim in CLAIMS.values():
+        try:
+            status, reason, numbers = claim.judge(evidence)
+        except KeyError as err:
+            status, reason, numbers = "cannot tell", f"not in this run: {err.args[0]}", {}
+        out.append(Verdict(claim.number, status, reason, numbers))
+    return out

@@ -1,0 +1,220 @@
+"""Tidy tables behind the workflow's figures and report: audit summaries beside the
+accountants' values (computed by :mod:`subaudit.accounting.grids`).
+
+Pure functions from numbers to records/DataFrames; the workflow scripts only read
+inputs, call these and write outputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from subaudit.estimation.ceilings import final_iterate_epsilon
+from subaudit.estimation import estimate_epsilon, estimate_over_steps, finite_r_ceiling
+from subaudit.scenarios import SCENARIOS
+
+# Series names used in tables and legends.
+EPS_S = "eps_S (accounting)"
+EPS_GROUP = "eps_S (group privacy)"
+EPS_AR = "eps_AR (accounting)"
+CEILING = "final-iterate ceiling ({adjacency})"
+FINITE_R = "finite-R ceiling ({estimator} estimator)"
+
+
+def mean_se(frame: pd.DataFrame, keys: list[str], value: str) -> pd.DataFrame:
+    """Mean, count and standard error of the mean (sample sd / sqrt(n); NaN for n = 1) by keys."""
+    out = frame.groupby(keys)[value].agg(["mean", "std", "count"]).reset_index()
+    out["se"] = out["std"] / np.sqrt(out["count"])
+    return out.drop(columns="std")
+
+
+def step_estimates(scores: np.ndarray, labels: np.ndarray, steps: Sequence[int], delta: float,
+                   alpha: float, estimators: Iterable[str]) -> list[dict[str, Any]]:
+    """One estimate record per (checkpoint step, estimator) of one audit repeat (any scenario)."""
+    records = []
+    for name in estimators:
+        per_step = estimate_over_steps(np.atleast_2d(scores), labels, delta=delta, alpha=alpha,
+                                       estimator=name)
+        records += [{"step": int(step), **est.to_dict()} for step, est in zip(steps, per_step)]
+    return sorted(records, key=lambda r: r["step"])
+
+
+def fig2_table(calibrations: Iterable[Mapping[str, Any]],
+               estimates: Iterable[Mapping[str, Any]], adjacency: str) -> pd.DataFrame:
+    """Tidy Fig 2 table: accountant values, the final-iterate ceiling of the S1 canary
+    (:mod:`subaudit.estimation.ceilings`, the canaries' ``adjacency``) and audited epsilon (mean, s.e.
+    over repeats).
+
+    ``estimates`` are records with keys q, target_epsilon, repeat, step, estimator,
+    epsilon (the final-step rows are used). ``se`` is the standard error of the mean
+    over repeats (sample standard deviation / sqrt(n)); the figure draws +-2 se.
+    """
+    cal = pd.DataFrame(list(calibrations))
+    rows = []
+    for rec in cal.itertuples(index=False):
+        base = {"q": rec.q, "target_epsilon": rec.target_epsilon, "sigma": rec.sigma,
+                "steps": rec.steps, "delta": rec.delta}
+        ceiling = final_iterate_epsilon(rec.sigma, rec.q, rec.steps, rec.delta, adjacency)
+        for series, value in ((EPS_S, rec.eps_substitute), (EPS_GROUP, rec.eps_group),
+                              (EPS_AR, rec.eps_add_remove),
+                              (CEILING.format(adjacency=adjacency), ceiling)):
+            rows.append({**base, "series": series, "estimator": "", "adjacency": "",
+                         "epsilon": value, "se": 0.0, "n_repeats": 0})
+    est = pd.DataFrame(list(estimates))
+    if not est.empty:
+        final = est[est["step"] == est.groupby(["q", "target_epsilon"])["step"].transform("max")]
+        summary = mean_se(final, ["q", "target_epsilon", "estimator"], "epsilon")
+        for rec in summary.itertuples(index=False):
+            match = cal[(cal.q == rec.q) & (cal.target_epsilon == rec.target_epsilon)].iloc[0]
+            rows.append({"q": rec.q, "target_epsilon": rec.target_epsilon, "sigma": match.sigma,
+                         "steps": match.steps, "delta": match.delta,
+                         "series": f"eps audit ({rec.estimator} estimator, {adjacency} canaries)",
+                         "estimator": rec.estimator, "adjacency": adjacency,
+                         "epsilon": rec.mean, "se": rec.se, "n_repeats": int(rec.count)})
+    table = pd.DataFrame(rows)
+    return table.sort_values(["q", "target_epsilon", "series"], ascending=[False, True, True],
+                             ignore_index=True)
+
+
+def figA5_table(rows: Iterable[pd.DataFrame]) -> pd.DataFrame:
+    """Concatenate the per-q ratio rows of Fig A5 into one tidy table."""
+    table = pd.concat(list(rows), ignore_index=True)
+    return table.sort_values(["q", "sigma"], ascending=[False, True], ignore_index=True)
+
+
+# --------------------------------------------------------------------------- natural-data audits
+
+def natural_table(step_acc: pd.DataFrame, estimates: Iterable[Mapping[str, Any]],
+                  panel: str = "q") -> pd.DataFrame:
+    """Tidy table of a natural-data figure: accountants and audits per (panel, step).
+
+    ``estimates`` are records with keys scenario, q, repeat, step, estimator, epsilon
+    and the ``panel`` knob (q for Figs 3, A6, 4; clip, steps or lr for an ablation, whose
+    ``step_acc`` then carries that column too).  Audits are the mean over repeats with
+    ``se`` the standard error of that mean (sample sd / sqrt(n)); figures draw +-2 se.
+    """
+    acc_rows = step_acc.to_dict("records")
+    rows = []
+    for rec in acc_rows:
+        for series, value in ((EPS_S, rec["eps_substitute"]), (EPS_AR, rec["eps_add_remove"])):
+            rows.append({panel: rec[panel], "q": rec["q"], "step": rec["step"], "series": series,
+                         "scenario": "", "estimator": "", "epsilon": value, "se": 0.0,
+                         "n_repeats": 0, "sigma": rec["sigma"], "delta": rec["delta"]})
+    est = pd.DataFrame(list(estimates))
+    if not est.empty:
+        lookup = {(r[panel], r["step"]): r for r in acc_rows}
+        summary = mean_se(est, [panel, "step", "scenario", "estimator"], "epsilon")
+        for rec in summary.to_dict("records"):
+            acc = lookup[(rec[panel], rec["step"])]
+            rows.append({panel: rec[panel], "q": acc["q"], "step": rec["step"],
+                         "scenario": rec["scenario"], "series": SCENARIOS[rec["scenario"]].title,
+                         "estimator": rec["estimator"], "epsilon": rec["mean"], "se": rec["se"],
+                         "n_repeats": int(rec["count"]), "sigma": acc["sigma"],
+                         "delta": acc["delta"]})
+    table = pd.DataFrame(rows)
+    return table.sort_values([panel, "series", "estimator", "step"],
+                             ascending=[panel != "q", True, True, True], ignore_index=True)
+
+
+def runs_table(final_acc: pd.DataFrame, audits: Iterable[Mapping[str, Any]],
+               runs: Sequence[int], delta: float, alpha: float,
+               estimators: Sequence[str]) -> pd.DataFrame:
+    """Tidy table of Fig 5: final-step epsilon against R' per (q, scenario, estimator).
+
+    ``audits`` are records with q, scenario, repeat and ``scores`` (final step, runs in
+    index order, so the first R' runs hold R'/2 runs per world) and ``bits``; each audit
+    is estimated on its first R' runs (a run's numbers do not depend on R, so this is the
+    audit an R'-run budget gives).  Beside them, per q: eps_S, eps_AR and the final-iterate
+    ceiling (substitute) of ``final_acc`` (the accountants at the final step), and per R'
+    the finite-R ceiling of each estimator (:func:`subaudit.estimation.finite_r_ceiling`).
+    """
+    finite = {(r, name): finite_r_ceiling(r // 2, r - r // 2, delta, alpha, name)
+              for r in runs for name in estimators}
+    rows = []
+    for acc in final_acc.to_dict("records"):
+        base = {"q": acc["q"], "step": acc["step"], "sigma": acc["sigma"], "delta": delta}
+        ceiling = final_iterate_epsilon(acc["sigma"], acc["q"], int(acc["step"]), delta, "substitute")
+        for r in runs:
+            for series, value in ((EPS_S, acc["eps_substitute"]), (EPS_AR, acc["eps_add_remove"]),
+                                  (CEILING.format(adjacency="substitute"), ceiling)):
+                rows.append({**base, "runs": int(r), "series": series, "scenario": "",
+                             "estimator": "", "epsilon": value, "se": 0.0, "n_repeats": 0})
+            for name in estimators:
+                rows.append({**base, "runs": int(r), "series": FINITE_R.format(estimator=name),
+                             "scenario": "", "estimator": name,
+                             "epsilon": finite[(r, name)],
+                             "se": 0.0, "n_repeats": 0})
+    records = []
+    for audit in audits:
+        for r in runs:
+            scores, bits = np.asarray(audit["scores"])[:r], np.asarray(audit["bits"])[:r]
+            for name in estimators:
+                est = estimate_epsilon(scores, bits, delta, alpha, name)
+                records.append({"q": audit["q"], "scenario": audit["scenario"], "runs": int(r),
+                                "estimator": name, "epsilon": est.epsilon})
+    if records:
+        summary = mean_se(pd.DataFrame(records), ["q", "scenario", "runs", "estimator"], "epsilon")
+        acc_by_q = {a["q"]: a for a in final_acc.to_dict("records")}
+        for rec in summary.to_dict("records"):
+            acc = acc_by_q[rec["q"]]
+            rows.append({"q": rec["q"], "step": acc["step"], "sigma": acc["sigma"], "delta": delta,
+                         "runs": rec["runs"], "series": SCENARIOS[rec["scenario"]].title,
+                         "scenario": rec["scenario"], "estimator": rec["estimator"],
+                         "epsilon": rec["mean"], "se": rec["se"], "n_repeats": int(rec["count"])})
+    table = pd.DataFrame(rows)
+    return table.sort_values(["q", "series", "estimator", "runs"], ascending=[False, True, True, True],
+                             ignore_index=True)
+
+
+def utility_table(records: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+    """Fig A1 table: test accuracy per (scenario, world, step), mean and s.e. over runs."""
+    out = mean_se(pd.DataFrame(list(records)), ["scenario", "world", "step"], "accuracy")
+    return out.rename(columns={"mean": "accuracy", "count": "n_runs"})
+
+
+# --------------------------------------------------------------------------- one-run audits
+
+def one_run_table(step_acc: pd.DataFrame, one_run: Iterable[Mapping[str, Any]],
+                  r_run: Iterable[Mapping[str, Any]], compare_with: Mapping[str, str],
+                  estimator: str) -> pd.DataFrame:
+    """Tidy table of the one-run figure, per (canary kind, q) at the final step: the one-run
+    epsilon per method (mean and s.e. over repeats), the R-run audit of the same canary family
+    (scenario ``compare_with[kind]``, ``estimator``), the final-iterate ceiling (substitute,
+    :mod:`subaudit.estimation.ceilings`) and the accountants; with each audit's cost in trainings and,
+    for one-run audits, seconds of training per audit."""
+    acc = step_acc[step_acc["step"] == step_acc.groupby("q")["step"].transform("max")]
+    one = pd.DataFrame(list(one_run))
+    est = pd.DataFrame(list(r_run))
+    rows = []
+    for kind, scenario in compare_with.items():
+        for rec in acc.itertuples(index=False):
+            base = {"kind": kind, "q": rec.q, "step": rec.step, "sigma": rec.sigma, "delta": rec.delta}
+            ceiling = final_iterate_epsilon(rec.sigma, rec.q, int(rec.step), rec.delta, "substitute")
+            for series, value in ((EPS_S, rec.eps_substitute), (EPS_AR, rec.eps_add_remove),
+                                  (CEILING.format(adjacency="substitute"), ceiling)):
+                rows.append({**base, "series": series, "method": "", "epsilon": value, "se": 0.0,
+                             "n_repeats": 0, "trainings": 0, "seconds": float("nan")})
+            mine = one[(one["kind"] == kind) & (one["q"] == rec.q)] if not one.empty else one
+            for method, group in (mine.groupby("method") if not mine.empty else ()):
+                rows.append({**base, "series": f"one-run audit ({method}, m = {int(group['canaries'].iloc[0])})",
+                             "method": method, "epsilon": group["epsilon"].mean(),
+                             "se": group["epsilon"].std(ddof=1) / np.sqrt(len(group)),
+                             "n_repeats": len(group), "trainings": 1,
+                             "seconds": float(group["seconds"].mean())})
+            if not est.empty:
+                final = est[(est["q"] == rec.q) & (est["scenario"] == scenario)
+                            & (est["estimator"] == estimator)]
+                final = final[final["step"] == final["step"].max()]
+                if len(final):
+                    rows.append({**base, "series": f"R-run audit ({scenario}, {estimator} estimator)",
+                                 "method": estimator, "epsilon": final["epsilon"].mean(),
+                                 "se": final["epsilon"].std(ddof=1) / np.sqrt(len(final)),
+                                 "n_repeats": len(final),
+                                 "trainings": int(final["n_positive"].iloc[0] + final["n_negative"].iloc[0]),
+                                 "seconds": float("nan")})
+    table = pd.DataFrame(rows)
+    return table.sort_values(["kind", "q", "series"], ascending=[True, False, True], ignore_index=True)

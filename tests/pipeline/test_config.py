@@ -1,0 +1,135 @@
+"""params.yaml schema: the shipped files validate; every kind of bad value names its key."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import yaml
+
+from subaudit.pipeline.config import ConfigError, load_params, validate_params
+
+
+@pytest.fixture()
+def params(repo_root):
+    return load_params(repo_root / "params.yaml")
+
+
+def test_shipped_params_and_presets_validate(repo_root):
+    load_params(repo_root / "params.yaml")
+    from snakemake.utils import update_config  # how Snakemake merges --configfile
+
+    presets = sorted((repo_root / "presets").glob("*.yaml"))
+    for combo in [[p] for p in presets] + [presets]:
+        merged = load_params(repo_root / "params.yaml")
+        for preset in combo:
+            update_config(merged, yaml.safe_load(preset.read_text()))
+        validate_params(merged, source=" + ".join(p.name for p in combo))
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (lambda p: p["s1"].__setitem__("sampling_rates", [1.0, 1.5]), "s1.sampling_rates[1] = 1.5"),
+        (lambda p: p["s1"].__setitem__("sampling_rates", [0.0]), "s1.sampling_rates[0] = 0.0"),
+        (lambda p: p["ratio_grid"].__setitem__("noise_multipliers", [-1.0]),
+         "ratio_grid.noise_multipliers[0] = -1.0"),
+        (lambda p: p["s1"].__setitem__("adjacency", "swap"), "s1.adjacency = 'swap'"),
+        (lambda p: p.__setitem__("estimators", ["bayes"]), "estimators[0] = 'bayes'"),
+        (lambda p: p.__setitem__("delta", 1.5), "delta = 1.5"),
+        (lambda p: p["s1"].__setitem__("runs_per_world", 1), "s1.runs_per_world = 1"),
+        (lambda p: p.__setitem__("seeds", 3), "unknown key seeds"),
+        (lambda p: p["s1"].__setitem__("step", 3), "unknown key s1.step"),
+        (lambda p: p["s1"].pop("repeats"), "missing key s1.repeats"),
+        (lambda p: p.__setitem__("estimators", ["paper"]),
+         "estimators = ['paper'] is invalid; allowed: a list holding a valid estimator (auc)"),
+        (lambda p: p["ablations"].__setitem__("experiment", "audio"),
+         "ablations.experiment = 'audio' is invalid; allowed: one of image, text, tabular"),
+        (lambda p: p["ablations"].__setitem__("runs", [100, 251]),
+         "ablations.runs[1] = 251 is invalid; allowed: an even number of runs, at most natural.runs"),
+        (lambda p: p["ablations"].__setitem__("runs", [2000]), "ablations.runs[0] = 2000"),
+        (lambda p: p["ablations"].__setitem__("scenarios", ["S2", "S9"]),
+         "ablations.scenarios[1] = 'S9'"),
+        (lambda p: p["reconstruction"].__setitem__("experiment", "text"),
+         "reconstruction.experiment = 'text' is invalid; allowed: an image experiment of "
+         "natural.experiments (image) or null"),
+        (lambda p: p["reconstruction"].__setitem__("fire_rate", 0.0), "reconstruction.fire_rate = 0.0"),
+        (lambda p: p["natural"].__setitem__("s6_objective", "linearised"),
+         "natural.s6_objective = 'linearised' is invalid; allowed: unrolled while natural.scenarios has S6 "
+         "and natural.experiments.tabular has hidden layers"),
+        (lambda p: p["natural"].__setitem__("s6_objective", "closed-form"), "natural.s6_objective"),
+        (lambda p: p["natural"]["experiments"]["text"].__setitem__("s6_lr", 0), "s6_lr"),
+        (lambda p: p["natural"]["experiments"]["tabular"].__setitem__("hidden", [64, 32]),
+         "natural.experiments.tabular.hidden = [64, 32] is invalid; allowed: [] or one hidden layer"),
+        (lambda p: p["ablations"]["clip"].__setitem__("values", [0.0]), "ablations.clip.values[0] = 0.0"),
+        (lambda p: p["ablations"]["lr"].__setitem__("q", 1.5), "ablations.lr.q = 1.5"),
+        (lambda p: p["ablations"]["steps"].__setitem__("values", [100.5]),
+         "ablations.steps.values[0] = 100.5 is invalid; allowed: a whole number of steps"),
+    ],
+)
+def test_bad_values_name_the_key(params, edit, expected):
+    bad = copy.deepcopy(params)
+    edit(bad)
+    with pytest.raises(ConfigError) as info:
+        validate_params(bad)
+    assert expected in str(info.value)
+
+
+def test_allowed_values_are_listed(params):
+    bad = copy.deepcopy(params)
+    bad["s1"]["adjacency"] = "swap"
+    with pytest.raises(ConfigError, match="one of substitute, add-remove"):
+        validate_params(bad)
+    bad = copy.deepcopy(params)
+    bad["s1"]["sampling_rates"] = [2]
+    with pytest.raises(ConfigError, match=r"> 0 and <= 1"):
+        validate_params(bad)
+
+
+@pytest.mark.parametrize("env_file", ["environment.yml", "environment-cpu.yml"])
+def test_environment_files_pin_what_constraints_pin(repo_root, env_file):
+    """The cluster environments install the versions CI tests (constraints.txt)."""
+    import re
+
+    pins = dict(re.findall(r"^([\w.-]+)==(\S+)$", (repo_root / "constraints.txt").read_text(), re.M))
+    env = yaml.safe_load((repo_root / env_file).read_text())
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    got = dict(re.findall(r"^([\w.-]+)==([^+\s]+)", "\n".join(pip), re.M))
+    assert set(pins) <= set(got), sorted(set(pins) - set(got))
+    assert {k: got[k] for k in pins} == pins
+    assert ("+cpu" in "\n".join(pip)) == env_file.endswith("-cpu.yml")
+
+
+def test_switch_choices_are_the_schemas():
+    from subaudit.pipeline.config import schema
+    from subaudit.pipeline.settings import SWITCHES
+
+    from subaudit.engine import INPUT_SCORES
+    from subaudit.scenarios.s2 import S2_COORDINATES
+
+    natural = schema()["properties"]["natural"]["properties"]
+    for key, (_, text, code) in SWITCHES.items():
+        assert natural[key]["enum"] == [text, code], key
+    # the library's own names (it does not import the workflow's vocabulary)
+    assert SWITCHES["input_score"][1:] == tuple(INPUT_SCORES)
+    assert SWITCHES["s2_coordinate"][1:] == S2_COORDINATES
+
+
+def test_core_preset_trains_only_the_papers_core(repo_root):
+    """presets/core.yaml: S2-S5 shards on every experiment, nothing of S6, S7, the ablation
+    trainings or the reconstruction (a dry run of the whole workflow)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    proc = subprocess.run([Path(sys.executable).parent / "snakemake", "-n", "--forceall",
+                           "--configfile", "presets/core.yaml"], cwd=repo_root,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = proc.stdout
+    assert "rule reconstruction" not in out and "scenario=S6" not in out and "scenario=S7" not in out
+    for exp in ("image", "text", "tabular"):
+        for scenario in ("S2", "S3", "S4", "S5"):
+            assert f"exp={exp}, scenario={scenario}" in out or f"scenario={scenario}, exp={exp}" in out, (exp, scenario)
+    for knob in ("C1_", "C4_", "lr0.0005", "lr0.002", "T300"):
+        assert knob not in out, knob

@@ -1,0 +1,120 @@
+"""Claims: each verdict follows its stated rule, and changing the numbers behind a claim
+changes its verdict (tables built by the same functions the workflow uses)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from subaudit.reporting import tables
+from subaudit.reporting.claims import CLAIMS, Evidence, compare, final_audits, judge_all
+
+
+def natural(audits: dict[tuple[float, str], list[float]], eps_ar: float = 1.0, eps_s: float = 2.0,
+            panel: str = "q") -> pd.DataFrame:
+    """A natural-data figure table at steps 5 and 10: audits[(panel value, scenario)] are
+    the final-step estimates of the repeats (step 5 is half of them)."""
+    values = sorted({v for v, _ in audits})
+    acc = pd.DataFrame([{panel: v, "q": v if panel == "q" else 1.0, "sigma": 3.0, "delta": 1e-5,
+                         "step": t, "eps_substitute": eps_s * t / 10, "eps_add_remove": eps_ar * t / 10}
+                        for v in values for t in (5, 10)])
+    est = [{panel: v, "q": v if panel == "q" else 1.0, "scenario": s, "repeat": i, "step": t,
+            "estimator": "auc", "epsilon": e * t / 10}
+           for (v, s), reps in audits.items() for i, e in enumerate(reps) for t in (5, 10)]
+    return tables.natural_table(acc, est, panel=panel)
+
+
+def fig2(audit: float = 3.9, group_factor: float = 1.1) -> pd.DataFrame:
+    cal = [{"q": 1.0, "target_epsilon": t, "sigma": 10.0 / t, "steps": 10, "delta": 1e-5,
+            "eps_substitute": float(t), "eps_add_remove": t / 2.1, "eps_group": group_factor * t}
+           for t in (2, 4)]
+    est = [{"q": 1.0, "target_epsilon": t, "repeat": r, "step": 10, "estimator": "auc",
+            "epsilon": audit * t / 4 + 0.01 * r} for t in (2, 4) for r in range(3)]
+    return tables.fig2_table(cal, est, "substitute")
+
+
+def evidence(**tabs: pd.DataFrame) -> Evidence:
+    base = {
+        "fig2": fig2(),
+        "fig3": natural({(1.0, "S2"): [3.0, 3.1, 2.9], (1.0, "S3"): [2.0, 2.2, 2.1],
+                         (0.25, "S2"): [2.0, 2.1, 1.9], (0.25, "S3"): [0.5, 0.6, 0.4]}),
+        "fig4": natural({(0.25, "S2"): [3.0, 3.2, 2.8], (0.25, "S3"): [0.3, 0.4, 0.2]}),
+        "figA5": pd.DataFrame({"q": [1.0, 1.0, 0.01, 0.01], "sigma": [1.0, 10.0, 1.0, 10.0],
+                               "ratio": [3.1, 2.4, 2.2, 2.01]}),
+        "figA1": pd.DataFrame({"scenario": ["S2", "S2"], "step": [10, 10],
+                               "world": ["trained on D (target z, no canary)", "with the canary"],
+                               "accuracy": [0.80, 0.79], "se": [0.01, 0.01], "n_runs": [10, 10]}),
+        "figA2": natural({(1.0, "S3"): [2.0, 2.1, 1.9], (4.0, "S3"): [0.5, 0.6, 0.4]}, panel="clip"),
+        # the base learning rate (0.001) is not the middle of the grid
+        "figA4": natural({(0.0005, "S3"): [1.0, 1.1, 0.9], (0.001, "S3"): [2.0, 2.1, 1.9],
+                          (0.002, "S3"): [1.5, 1.4, 1.6], (0.005, "S3"): [0.5, 0.6, 0.4]}, panel="lr"),
+    }
+    base.update(tabs)
+    return Evidence(base, "auc", {"fig3": False, "fig4": True}, {"clip": "figA2", "lr": "figA4"},
+                    {"clip": 2.0, "steps": 100, "lr": 0.001})
+
+
+def verdicts(ev: Evidence) -> dict[int, str]:
+    return {v.claim: v.status for v in judge_all(ev)}
+
+
+def test_compare_uses_two_standard_errors():
+    assert compare(3.0, 0.4, 2.0) == "above"
+    assert compare(3.0, 0.6, 2.0) == "within error"
+    assert compare(1.0, 0.4, 2.0) == "below"
+    assert compare(3.0, float("nan"), 2.0) == "unknown"
+
+
+def test_final_audits_read_the_last_step_and_its_accountants():
+    f = final_audits(evidence().tables["fig3"], "auc").set_index(["q", "scenario"])
+    assert f.loc[(1.0, "S2"), "epsilon"] == pytest.approx(3.0)
+    assert f.loc[(1.0, "S2"), "se"] == pytest.approx(0.1 / np.sqrt(3))
+    assert f.loc[(1.0, "S2"), "eps_AR"] == 1.0 and f.loc[(1.0, "S2"), "eps_S"] == 2.0
+
+
+def test_every_claim_is_supported_by_numbers_that_support_it():
+    assert verdicts(evidence()) == dict.fromkeys(CLAIMS, "supported")
+
+
+def test_changing_the_numbers_behind_a_claim_changes_its_verdict():
+    # 1: S1 audits below eps_AR
+    assert verdicts(evidence(fig2=fig2(audit=1.0)))[1] == "refuted"
+    # 2: group privacy tighter than the accountant
+    assert verdicts(evidence(fig2=fig2(group_factor=0.9)))[2] == "refuted"
+    # 3: S2 below eps_AR at the largest q
+    low = natural({(1.0, "S2"): [0.5, 0.6, 0.4], (1.0, "S3"): [0.4, 0.5, 0.3]})
+    assert verdicts(evidence(fig3=low))[3] == "refuted"
+    # 3: S2 within error of eps_AR: cannot tell
+    noisy = natural({(1.0, "S2"): [0.5, 3.0, 1.0], (1.0, "S3"): [0.4, 0.5, 0.3]})
+    assert verdicts(evidence(fig3=noisy))[3] == "cannot tell"
+    # 4: an input canary above eps_AR from scratch
+    up = natural({(0.25, "S2"): [3.0, 3.2, 2.8], (0.25, "S3"): [2.0, 2.1, 1.9]})
+    assert verdicts(evidence(fig4=up))[4] == "refuted"
+    # 5: input canaries stronger at larger C
+    rev = natural({(1.0, "S3"): [0.5, 0.6, 0.4], (4.0, "S3"): [2.0, 2.1, 1.9]}, panel="clip")
+    flat = natural({(1.0, "S2"): [3.0, 3.1, 2.9], (1.0, "S3"): [0.5, 0.6, 0.4],
+                    (0.25, "S2"): [2.0, 2.1, 1.9], (0.25, "S3"): [2.0, 2.2, 2.1]})
+    assert verdicts(evidence(figA2=rev, fig3=flat))[5] == "refuted"
+    # 5: another learning rate than the base one is stronger
+    lr = natural({(0.0005, "S3"): [3.0, 3.1, 2.9], (0.001, "S3"): [2.0, 2.1, 1.9],
+                  (0.002, "S3"): [1.5, 1.4, 1.6]}, panel="lr")
+    assert verdicts(evidence(figA4=lr, fig3=flat, figA2=rev))[5] == "refuted"
+    # 5: one repeat, no error estimate: cannot tell
+    one = natural({(1.0, "S3"): [2.0], (4.0, "S3"): [0.5]}, panel="clip")
+    one_lr = natural({(0.001, "S3"): [2.0], (0.002, "S3"): [0.5]}, panel="lr")
+    assert verdicts(evidence(figA2=one, fig3=flat, figA4=one_lr))[5] == "cannot tell"
+    # 6: no cell above 2
+    a5 = evidence().tables["figA5"].assign(ratio=[1.9, 1.8, 1.7, 1.6])
+    assert verdicts(evidence(figA5=a5))[6] == "refuted"
+    # 7: the canary costs 5 points of accuracy
+    a1 = evidence().tables["figA1"].assign(accuracy=[0.80, 0.75])
+    assert verdicts(evidence(figA1=a1))[7] == "refuted"
+
+
+def test_a_claim_without_its_figure_cannot_tell():
+    ev = evidence()
+    missing = Evidence({k: v for k, v in ev.tables.items() if k != "figA5"}, "auc",
+                       ev.natural, ev.ablations)
+    out = {v.claim: v for v in judge_all(missing)}
+    assert out[6].status == "cannot tell" and "figA5" in out[6].reason

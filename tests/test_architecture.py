@@ -1,0 +1,126 @@
+"""The house rules of ``src/subaudit``, read from the code: one concept per module (none over
+700 lines), imports that run one way between the packages, no private names across modules,
+and a docstring on every package that says what it owns and what it may import."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src" / "subaudit"
+#: What each part of the package may import of subaudit (besides itself and the base).
+BASE = {"validation", "seeding", "schedule", "artifacts", "devices"}
+MAY_IMPORT = {
+    "accounting": set(),
+    "estimation": {"accounting"},
+    "engine": set(),
+    "data": set(),
+    "scenarios": {"engine", "estimation", "accounting", "data"},
+    "reporting": {"scenarios", "estimation", "accounting"},
+    "integrations": {"accounting"},
+    "opacus": {"integrations"},
+    "pipeline": {"scenarios", "engine", "estimation", "accounting", "data", "reporting"},
+    "cli": {"pipeline", "reporting", "scenarios", "engine", "estimation", "accounting", "data", "integrations"},
+}
+LIMIT = 700
+
+
+def _modules() -> list[Path]:
+    return sorted(p for p in SRC.rglob("*.py") if not p.name == "ziggurat_tables.py")
+
+
+def _part(path: Path) -> str:
+    rel = path.relative_to(SRC).parts
+    return rel[0] if len(rel) > 1 else rel[0].removesuffix(".py")
+
+
+def _imports(path: Path) -> list[tuple[str, list[str], int]]:
+    """Every import of subaudit in a file, lazy and TYPE_CHECKING ones included: (module,
+    imported names, line)."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module == "subaudit" or node.module.startswith("subaudit."):
+                out.append((node.module, [a.name for a in node.names], node.lineno))
+        elif isinstance(node, ast.Import):
+            out += [(a.name, [], node.lineno) for a in node.names if a.name.startswith("subaudit")]
+    return out
+
+
+def _target(module: str, names: list[str]) -> set[str]:
+    """The top-level parts an import reaches (``from subaudit import x``: each x)."""
+    parts = module.split(".")
+    if len(parts) == 1:
+        return {n for n in names if not n.startswith("__")}
+    return {parts[1]}
+
+
+def test_no_module_is_over_the_limit():
+    long = {str(p.relative_to(ROOT)): n for p in _modules() if (n := len(p.read_text().splitlines())) > LIMIT}
+    assert not long, f"modules over {LIMIT} lines: {long}"
+
+
+def test_imports_run_one_way():
+    bad = []
+    for path in _modules():
+        part = _part(path)
+        allowed = BASE | {part} | MAY_IMPORT.get(part, set())
+        if part in BASE:
+            allowed = BASE
+        for module, names, line in _imports(path):
+            for target in _target(module, names) - allowed:
+                bad.append(f"{path.relative_to(ROOT)}:{line} ({part}) imports {target}")
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("folder", ["src", "tests", "workflow", "benchmarks", "examples", "scripts"])
+def test_no_file_imports_a_private_name(folder):
+    bad = []
+    for path in sorted((ROOT / folder).rglob("*.py")):
+        for module, names, line in _imports(path):
+            private = [n for n in names if n.startswith("_") and not n.startswith("__")]
+            if private or any(part.startswith("_") for part in module.split(".")[1:]):
+                bad.append(f"{path.relative_to(ROOT)}:{line}: from {module} import {names}")
+    assert not bad, "\n".join(bad)
+
+
+def test_no_module_reads_another_modules_private_names():
+    """``alias._name`` where ``alias`` is a subaudit module imported by the file."""
+    bad = []
+    for path in _modules():
+        tree = ast.parse(path.read_text())
+        aliases = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                aliases |= {a.asname or a.name.split(".")[0] for a in node.names if a.name.startswith("subaudit")}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("subaudit"):
+                aliases |= {a.asname or a.name for a in node.names if a.name[0].islower()}
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                    and node.value.id in aliases and node.attr.startswith("_") and not node.attr.startswith("__")):
+                bad.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value.id}.{node.attr}")
+    assert not bad, "\n".join(bad)
+
+
+def test_every_package_says_what_it_owns_and_may_import():
+    for init in sorted(SRC.rglob("__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        assert len(doc) > 200, f"{init.relative_to(ROOT)}: a docstring saying what the package owns"
+        if init.parent != SRC:
+            assert "may import" in doc.lower(), f"{init.relative_to(ROOT)}: say what the package may import"
+
+
+def test_the_workflow_parses_without_torch():
+    """What Snakemake imports while it parses (once per cluster job) loads no torch."""
+    code = ("import sys\n"
+            "import subaudit.pipeline.config, subaudit.pipeline.settings, subaudit.scenarios\n"
+            "import subaudit.reporting.figure_registry, subaudit.scenarios.one_run, subaudit.data\n"
+            "import subaudit.estimation, subaudit.schedule\n"
+            "assert 'torch' not in sys.modules, sorted(m for m in sys.modules if m.startswith('torch'))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr

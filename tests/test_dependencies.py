@@ -1,0 +1,75 @@
+"""Dependencies by use: ``pip install subaudit`` (no extras) gives the accountants, the
+statement, the estimators and their command line; the engine, the feature extractors and the
+workflow are extras, and a command that needs one names it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: The packages that only the extras install, made unimportable in the child process.
+_BLOCKED = ["torch", "opacus", "tqdm", "timm", "torchvision", "sentence_transformers", "transformers",
+            "matplotlib", "seaborn", "yaml", "jsonschema", "snakemake", "dvc", "sklearn"]
+_CHILD = r"""
+import importlib.abc, json, sys
+BLOCKED = set(json.loads(sys.argv[1]))
+
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in BLOCKED:
+            raise ModuleNotFoundError(f"No module named {name!r} (not installed)", name=name)
+        return None
+
+sys.meta_path.insert(0, Block())
+from subaudit.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", _CHILD, json.dumps(_BLOCKED), *args],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_the_core_commands_run_without_the_extras(tmp_path):
+    setting = ["--sigma", "1.5", "--q", "0.04", "--steps", "2250", "--delta", "1e-5"]
+    for command in (["account", *setting, "--adjacency", "substitute"], ["statement", *setting],
+                    ["calibrate", "--target-epsilon", "4", "--q", "0.04", "--steps", "2250", "--delta", "1e-5",
+                     "--adjacency", "substitute"],
+                    ["gdp-epsilon", "--mu", "1.5", "--delta", "1e-5"], ["ceiling", *setting],
+                    ["one-run", "--canaries", "1000", "--guesses", "100", "--correct", "95", "--delta", "1e-5",
+                     "--method", "steinke"]):
+        proc = _cli(*command, "--json")
+        assert proc.returncode == 0, (command, proc.stderr)
+        assert json.loads(proc.stdout)
+    rng = np.random.default_rng(0)
+    scores = np.concatenate([rng.normal(2.0, 1.0, 500), rng.normal(0.0, 1.0, 500)])
+    labels = np.repeat([1, 0], 500)
+    np.savez(tmp_path / "scores.npz", score=scores, label=labels)
+    proc = _cli("estimate", str(tmp_path / "scores.npz"), "--delta", "1e-5", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["epsilon"] > 1.0
+
+
+def test_a_command_that_needs_an_extra_names_it():
+    proc = _cli("bench", "--quick")
+    assert proc.returncode == 1
+    assert "pip install 'subaudit[engine]'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_the_extras_hold_what_the_core_does_not_need():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    core = " ".join(project["dependencies"])
+    for heavy in ("torch", "opacus", "timm", "sentence-transformers", "torchvision", "snakemake", "dvc",
+                  "matplotlib", "efficientnet", "minilm"):
+        assert heavy not in core, heavy
+    extras = project["optional-dependencies"]
+    assert any(d.startswith("torch==") for d in extras["engine"])
+    assert "subaudit[engine]" in extras["features"] and "subaudit[engine,features]" in extras["workflow"]

@@ -1,0 +1,139 @@
+"""The documentation site builds with ``mkdocs build --strict`` (no broken link or anchor,
+every page in the nav), its generated sections render from what a run writes, and the README
+stays short with links that resolve."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+README = ROOT / "README.md"
+
+
+def _hooks():
+    spec = importlib.util.spec_from_file_location("mkdocs_hooks", ROOT / "scripts" / "mkdocs_hooks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _nav_pages(nav) -> list[str]:
+    if isinstance(nav, str):
+        return [nav]
+    if isinstance(nav, list):
+        return [p for item in nav for p in _nav_pages(item)]
+    if isinstance(nav, dict):
+        return [p for value in nav.values() for p in _nav_pages(value)]
+    return []
+
+
+def _slug(heading: str) -> str:
+    """The anchor MkDocs (toc) and GitHub give a heading: lower case, punctuation dropped."""
+    text = re.sub(r"[`*_]", "", heading).strip().lower()
+    return re.sub(r"[\s]+", "-", re.sub(r"[^\w\s-]", "", text))
+
+
+def test_every_page_is_in_the_nav():
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
+    nav = _nav_pages(config["nav"])
+    pages = sorted(str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md"))
+    assert sorted(set(nav)) == pages
+    assert len(nav) == len(set(nav)), "a page is in the nav twice"
+
+
+def test_site_builds_strict(tmp_path):
+    for module in ("mkdocs", "material", "mkdocstrings", "mkdocstrings_handlers.python"):
+        pytest.importorskip(module)
+    site = tmp_path / "site"
+    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(site)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # generated from the parser: every subcommand has its section
+    cli = (site / "cli" / "index.html").read_text()
+    for command in ("account", "statement", "estimate", "calibrate", "verify"):
+        assert f"usage: subaudit {command}" in cli
+    # the API pages render each package
+    for page in (DOCS / "api").glob("*.md"):
+        package = re.search(r"^::: (\S+)", page.read_text(), re.M).group(1)
+        assert f'id="{package}"' in (site / "api" / page.stem / "index.html").read_text(), package
+    # every marker was expanded (one left over would pass through as an HTML comment)
+    for html in site.rglob("*.html"):
+        assert "<!-- subaudit:" not in html.read_text(), html
+
+
+def test_readme_is_short_and_its_links_resolve():
+    text = README.read_text()
+    lines = text.splitlines()
+    assert len(lines) <= 150
+    # it opens with the two commands, which do their own set-up
+    assert lines[2:6] == ["```bash", lines[3], lines[4], "```"]
+    assert lines[3].startswith("make run") and lines[4].startswith("make test")
+    links = re.findall(r"\]\(([^)\s]+)\)", text)
+    assert links
+    for link in links:
+        if re.match(r"[a-z]+:", link):
+            continue
+        path, _, anchor = link.partition("#")
+        target = ROOT / path
+        assert target.exists(), link
+        if anchor and target.suffix == ".md":
+            headings = re.findall(r"^#+ (.+)$", target.read_text(), re.M)
+            assert anchor in {_slug(h) for h in headings}, link
+
+
+def test_markers_render_from_what_a_run_wrote(tmp_path):
+    hooks = _hooks()
+    # nothing written yet: each section says how to produce it
+    assert "make run" in hooks.render_report(tmp_path / "report.json", claim_texts={})
+    assert "subaudit bench" in hooks.render_bench(tmp_path / "bench.json")
+    assert "make run" in hooks.render_job_seconds(tmp_path / "benchmarks")
+
+    report = {"claims": {"2": {"verdict": "supported", "code": 1, "ratio": 1.3200001},
+                         "1": {"verdict": "cannot tell", "code": 0, "audit": 3.95}},
+              "supported": 1, "refuted": 0, "cannot_tell": 1, "estimator": "auc",
+              "final_step": {"fig3": {"1_S2": 3.62, "1_S3": 3.12, "0.25_S2": 3.54}}}
+    (tmp_path / "report.json").write_text(json.dumps(report))
+    md = hooks.render_report(tmp_path / "report.json", claim_texts={"1": "S1 audits exceed eps_AR"})
+    assert "| 1 | S1 audits exceed eps_AR | cannot tell | audit = 3.95 |" in md
+    assert "| 2 |  | supported | ratio = 1.32 |" in md
+    assert "| panel | S2 | S3 |" in md and "| 0.25 | 3.54 |  |" in md
+
+    bench = {"quick": True, "matmul_gflops": 300.0, "machine": {"processor": "x86_64", "torch_threads": 2,
+                                                                 "torch": "2.13.0", "device": "cpu"},
+             "workloads": [{"name": "image head", "sizes": [768, 10], "n": 500, "q": 1.0, "basis": "full",
+                            "batching": "dense", "engine_model_steps_per_s": 12000.0,
+                            "opacus_model_steps_per_s": 130.0, "speedup_vs_opacus": 92.3,
+                            "fraction_of_matmul": 0.58, "randomness_share": 0.1}],
+             "goals": [{"goal": "image head q=1", "target": 0.5, "measured": 0.58, "met": True}]}
+    (tmp_path / "bench.json").write_text(json.dumps(bench))
+    md = hooks.render_bench(tmp_path / "bench.json")
+    assert "| image head | 768 -> 10 | 500 | 1 | full | dense | 12,000/s | 130.0/s | 92x | 58% | 10% |" in md
+    assert "| image head q=1 | 0.5 | 0.58 | yes |" in md
+
+    (tmp_path / "benchmarks" / "natural" / "image").mkdir(parents=True)
+    for name, seconds in (("train_S2_q1", 10.0), ("train_S3_q1", 5.0), ("craft_S3", 5.0)):
+        (tmp_path / "benchmarks" / "natural" / "image" / f"{name}.tsv").write_text(
+            f"s\th:m:s\tmax_rss\n{seconds}\t0:00:10\t300.5\n")
+    md = hooks.render_job_seconds(tmp_path / "benchmarks")
+    assert "20 job-seconds" in md and "| natural/image/train | 2 | 15 | 75% | 300 |" in md
+
+    (tmp_path / "params.yaml").write_text("a: 1  # one\n\nb:\n  c: 2   # two\n  d: [3]\ne: 4\n")
+    assert "b:\n  c: 2   # two\n  d: [3]\n```" in hooks.render_params(tmp_path / "params.yaml", "b")
+
+
+def test_docstrings_render_as_markdown():
+    hooks = _hooks()
+    assert hooks.markdown_docstring(":func:`x` and :class:`~a.B`") == "`x` and `a.B`"
+    # a[i][j] would be a reference link autorefs cannot resolve; code is left alone
+    assert hooks.markdown_docstring("a[i][j] `b[i][j]`\n    c[i][j]") == "a[i]\\[j] `b[i][j]`\n    c[i][j]"

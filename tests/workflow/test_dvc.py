@@ -1,0 +1,98 @@
+"""DVC versioning of the workflow's results with a real local-directory remote.
+
+Flow under test (docs/dvc.md): dvc repro runs Snakemake and records dvc.lock; dvc push;
+a fresh clone pulls the recorded results byte for byte; `snakemake --touch --forceall`
+then gives "nothing to be done" while a later params change is still detected.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import job_counts, tiny, write_params
+
+pytestmark = pytest.mark.slow
+
+BIN = Path(sys.executable).parent
+
+
+def sh(cwd: Path, *cmd: str) -> str:
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
+           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "DVC_NO_ANALYTICS": "1"}
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, f"{' '.join(cmd)}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc.stdout + proc.stderr
+
+
+def digests(root: Path) -> dict[str, str]:
+    """sha256 of every file DVC tracks below root (git-tracked .gitignore files excluded)."""
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file() and p.name != ".gitignore"}
+
+
+def test_push_pull_restores_results_and_snakemake_state(tmp_path, repo_root):
+    origin = tmp_path / "origin"
+    origin.mkdir()
+    for name in ("Snakefile", "dvc.yaml", ".dvcignore"):
+        shutil.copy(repo_root / name, origin / name)
+    shutil.copytree(repo_root / "workflow", origin / "workflow")
+    shutil.copytree(repo_root / "src" / "subaudit", origin / "src" / "subaudit",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (origin / ".gitignore").write_text("/logs/\n/.snakemake/\n__pycache__/\n")
+    write_params(origin, tiny())
+    sh(origin, "git", "init", "-q")
+    sh(origin, "dvc", "init", "-q")
+    sh(origin, "dvc", "remote", "add", "-d", "store", str(tmp_path / "remote"))
+
+    sh(origin, "dvc", "repro")
+    assert (origin / "results/figures/fig2.png").is_file()
+    lock = yaml.safe_load((origin / "dvc.lock").read_text())
+    assert {o["path"] for o in lock["stages"]["default"]["outs"]} == {
+        "results/accounting", "results/s1", "results/natural", "results/one_run", "results/figures",
+        "results/report.md", "results/report.html", "results/report.json",
+        "data/raw", "data/splits", "data/features"}
+    # the report's verdicts are DVC metrics, so `dvc metrics diff` compares versions
+    metrics = sh(origin, "dvc", "metrics", "show", "--json")
+    assert '"claims"' in metrics and '"code"' in metrics
+    sh(origin, "git", "add", "-A")
+    sh(origin, "git", "commit", "-qm", "results")
+    sh(origin, "git", "tag", "results-v1")
+    sh(origin, "dvc", "push")
+    published = digests(origin / "results")
+    published_data = digests(origin / "data")
+    assert any(k.startswith("features/") for k in published_data)
+
+    # dvc repro again: nothing changed, nothing deleted or recomputed
+    out = sh(origin, "dvc", "repro")
+    assert "didn't change" in out or "up to date" in out
+    assert digests(origin / "results") == published
+
+    clone = tmp_path / "clone"
+    sh(tmp_path, "git", "clone", "-q", str(origin), str(clone))
+    sh(clone, "git", "checkout", "-q", "results-v1")
+    assert not (clone / "results" / "figures").exists()  # only DVC's results/.gitignore is in git
+    sh(clone, "dvc", "pull")
+    assert digests(clone / "results") == published
+    assert digests(clone / "data") == published_data
+
+    sh(clone, sys.executable, "-m", "snakemake", "--cores", "1", "--touch", "--forceall")
+    assert job_counts(clone) == {}
+    assert digests(clone / "results") == published
+    params = yaml.safe_load((clone / "params.yaml").read_text())
+    params["alpha"] = 0.1
+    write_params(clone, params)
+    # 18 base estimates (3 experiments x 6 scenarios) and 12 of the ablations (one new value of
+    # each of C, T and lr x 4 scenarios), the figures drawn from them and the report
+    assert job_counts(clone) == {"all": 1, "estimate_s1": 2, "estimate_natural": 30,
+                                 "epsilon_vs_target": 1, "epsilon_vs_step": 3, "one_run": 2,
+                                 "one_run_figure": 1, "ablation_figure": 3, "runs_figure": 1,
+                                 "report": 1}

@@ -1,0 +1,352 @@
+"""Integration: the real Snakemake workflow on a tiny config.
+
+Runs the whole DAG once, then checks that a second run does nothing, that changing
+one value in params.yaml reruns exactly the jobs that depend on it, and that a bad
+value stops the workflow before any job runs, naming the key.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import job_counts, setting_path, snakemake, tiny, workflow_copy, write_params
+from subaudit.scenarios.reconstruction import OUTCOMES
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory) -> Path:
+    wd = workflow_copy(tmp_path_factory.mktemp("wf"))
+    proc = snakemake(wd)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return wd
+
+
+def test_default_targets_are_built(workdir):
+    for name in ("fig2", "figA5", "fig3", "figA6", "fig4", "figA1", "one-run", "fig5", "figA2",
+                 "figA3", "figA4", "reconstruction"):
+        for ext in ("png", "pdf", "csv"):
+            path = workdir / "results" / "figures" / f"{name}.{ext}"
+            assert path.is_file() and path.stat().st_size > 0, path
+    fig2 = pd.read_csv(workdir / "results/figures/fig2.csv")
+    assert set(fig2["q"]) == {1.0, 0.25}
+    assert set(fig2["target_epsilon"]) == {2.0, 4.0}
+    audit = fig2[fig2["estimator"].notna() & (fig2["estimator"] != "")]
+    assert set(audit["estimator"]) == {"auc", "paper"}
+    assert (audit["n_repeats"] == 2).all()
+    acc = fig2[fig2["series"] == "eps_S (accounting)"]
+    # sigma was calibrated so that the substitute accountant hits the target
+    assert (abs(acc["epsilon"] - acc["target_epsilon"]) <= 0.01 * acc["target_epsilon"]).all()
+    a5 = pd.read_csv(workdir / "results/figures/figA5.csv")
+    assert len(a5) == 4
+    assert (a5["ratio"] > 1.0).all()
+
+
+def test_s6_s7_and_the_reconstruction_are_built(workdir):
+    """S6 and S7 sit beside S2-S5 in every experiment's figure (not in the ablations); S7's
+    canary info reports the alignment, S6's its crafting at the calibrated noise; the
+    reconstruction counts every trap unit once."""
+    for name in ("fig3", "figA6", "fig4"):
+        table = pd.read_csv(workdir / f"results/figures/{name}.csv")
+        assert set(table["scenario"].dropna()) == {"S2", "S3", "S4", "S5", "S6", "S7"}
+    ablated = set(pd.read_csv(workdir / "results/figures/figA2.csv")["scenario"].dropna())
+    assert not ablated & {"S6", "S7"}
+    info = json.loads((workdir / "results/natural/tabular/canaries/S7_q0.5_C5_T4_k2_lr0.01.json").read_text())
+    assert info["scenario"] == "S7" and info["alignment_start"] > 0.9 and len(info["alignment_per_step"]) == 5
+    s6 = json.loads((workdir / "results/natural/tabular/canaries/S6_q0.5_C5_T4_k2_lr0.01_eps4.json").read_text())
+    assert s6["scenario"] == "S6" and s6["domain"] == "one-hot" and len(s6["objective_per_metastep"]) == 2
+    assert s6["kept"] in ("optimised", "start") and s6["label_prime"] != s6["label"]
+    rec = pd.read_csv(workdir / "results/figures/reconstruction.csv")
+    fired = rec[rec["outcome"] != OUTCOMES[1]]          # one image, two or more, none: every unit once
+    assert fired.groupby("source")["units"].sum().round(6).tolist() == [16.0] * 3
+    units = pd.read_csv(workdir / "results/reconstruction/reconstruction_units.csv")
+    assert len(units) == 16 and set(units["status"]) <= {"single", "single, not recovered", "mixed", "never"}
+    assert "reconstruction" in (workdir / "results/report.md").read_text()
+
+
+def test_one_run_audits_are_built(workdir):
+    table = pd.read_csv(workdir / "results/figures/one-run.csv")
+    assert set(table["kind"]) == {"gradient", "label"} and set(table["q"]) == {1.0}
+    one = table[table["series"].str.startswith("one-run")]
+    assert set(one["method"]) == {"steinke", "fdp"} and (one["trainings"] == 1).all()
+    assert (one["n_repeats"] == 2).all() and (one["epsilon"] >= 0).all()
+    r_run = table[table["series"].str.startswith("R-run")]
+    assert set(r_run["series"]) == {"R-run audit (S2, auc estimator)", "R-run audit (S4, auc estimator)"}
+    assert (r_run["trainings"] == 32).all()
+    ceiling = table[table["series"] == "final-iterate ceiling (substitute)"]
+    acc = table[table["series"] == "eps_S (accounting)"]
+    assert len(ceiling) == 2 and (ceiling["epsilon"].to_numpy() <= acc["epsilon"].to_numpy() + 1e-9).all()
+    scores = np.load(next((workdir / "results/one_run/image/scores").glob("gradient_*.npz")))
+    assert scores["scores"].shape == (2, 8) and scores["bits"].shape == (2, 8)
+
+
+def test_step_wise_scores_are_recorded(workdir):
+    data = np.load(workdir / "results/s1/scores/q1_eps2_rep0.npz")
+    assert list(data["steps"]) == [20, 40]
+    assert data["scores"].shape == (2, 1000)
+    assert int(data["bits"].sum()) == 500 and list(data["runs"]) == list(range(1000))
+    est = json.loads((workdir / "results/s1/estimates/q1_eps2_rep0.json").read_text())["estimates"]
+    assert [(r["step"], r["estimator"]) for r in est] == [
+        (20, "auc"), (20, "paper"), (40, "auc"), (40, "paper")]
+    assert all(r["epsilon"] >= 0 and r["q"] == 1.0 and r["repeat"] == 0
+               and r["target_epsilon"] == 2.0 for r in est)
+
+
+def test_natural_audits_are_built(workdir):
+    params = tiny()
+    fig3 = pd.read_csv(workdir / "results/figures/fig3.csv")
+    audits = fig3[fig3["scenario"].notna()]
+    assert set(audits["scenario"]) == {"S2", "S3", "S4", "S5", "S6", "S7"}
+    assert set(audits["estimator"]) == {"auc", "paper"}
+    assert set(fig3["step"]) == {2, 4}
+    acc = fig3[fig3["series"] == "eps_S (accounting)"]
+    assert (abs(acc[acc.step == 4]["epsilon"] - 4.0) <= 0.04).all()
+    merged = np.load(workdir / setting_path("scores", params, "image", "S3"))
+    assert list(merged["runs"]) == list(range(32)) and int(merged["bits"].sum()) == 16
+    assert merged["scores"].shape == (2, 32)
+    assert json.loads(str(merged["setting"]))["clip"] == 2.0
+    for scenario in ("S3", "S4", "S5"):
+        info = json.loads((workdir / setting_path("canary_info", params, "image", scenario))
+                          .read_text())
+        assert {"cosine", "norm_z", "norm_z_prime"} <= set(info)
+    est = json.loads((workdir / setting_path("estimates", params, "tabular", "S4", q=0.5))
+                     .read_text())["estimates"]
+    assert {(r["experiment"], r["scenario"], r["q"], r["lr"], r["runs"]) for r in est} == {
+        ("tabular", "S4", 0.5, 0.01, 32)}
+    a1 = pd.read_csv(workdir / "results/figures/figA1.csv")
+    assert set(a1["scenario"]) == {"S2", "S3"} and (a1["n_runs"] == 4).all()
+    feats = np.load(workdir / "data/features/text.npz")
+    assert feats["train_x"].shape == (20, 384)
+
+
+def test_every_artifact_verifies_and_is_readable_by_others(workdir):
+    """`subaudit verify data results` finds nothing damaged after a fresh run (the splits
+    too: every artifact goes through the one writer), and no file is private (0600)."""
+    proc = subprocess.run([Path(sys.executable).parent / "subaudit", "verify", "data", "results",
+                           "--json"], cwd=workdir, capture_output=True, text=True)
+    out = json.loads(proc.stdout)
+    assert proc.returncode == 0 and out["damaged"] == [], out
+    assert out["checked"] > 100
+    for path in [*(workdir / "data").rglob("*.npz"), *(workdir / "results").rglob("*.*")]:
+        assert path.stat().st_mode & 0o044 == 0o044, path
+
+
+def test_second_run_does_nothing(workdir):
+    assert job_counts(workdir) == {}
+
+
+def test_param_change_reruns_only_dependent_jobs(workdir):
+    params = tiny()
+    try:
+        params["s1"]["runs_per_world"] = 600
+        write_params(workdir, params)
+        assert job_counts(workdir) == {"all": 1, "simulate_s1": 2, "estimate_s1": 2,
+                                       "epsilon_vs_target": 1, "report": 1}
+
+        params["s1"]["runs_per_world"] = 500
+        params["alpha"] = 0.1
+        write_params(workdir, params)
+        # S1 estimates (one job per q), 18 natural ones (3 experiments x 6 scenarios) and 12 of
+        # the ablations (one new value of each of C, T and lr x 4 scenarios), the one-run
+        # audits (one job per canary kind), the figures drawn from them and the report
+        assert job_counts(workdir) == {"all": 1, "estimate_s1": 2, "estimate_natural": 30,
+                                       "epsilon_vs_target": 1, "epsilon_vs_step": 3,
+                                       "one_run": 2, "one_run_figure": 1, "ablation_figure": 3,
+                                       "runs_figure": 1, "report": 1}
+
+        params["alpha"] = 0.05
+        params["ratio_grid"]["noise_multipliers"] = [3.0, 7.0]
+        write_params(workdir, params)
+        assert job_counts(workdir) == {"all": 1, "ratio_grid_row": 2, "ratio_grid": 1, "report": 1}
+
+        params["ratio_grid"]["noise_multipliers"] = [3.0, 6.0]
+        params["s1"]["sampling_rates"] = [1.0, 0.5]
+        write_params(workdir, params)
+        # only the new q's settings are computed (one job each); q = 1 is untouched
+        assert job_counts(workdir) == {"all": 1, "calibrate_s1": 1, "simulate_s1": 1,
+                                       "estimate_s1": 1, "epsilon_vs_target": 1, "report": 1}
+
+        params["s1"]["sampling_rates"] = [1.0, 0.25]
+        params["natural"]["experiments"]["image"]["sampling_rates"] = [1.0, 0.5]
+        write_params(workdir, params)
+        # one new q: its S2, S6 and S7 canaries, 6 scenarios x 2 shards, merged estimates and the
+        # figure; features, reference model and S3-S5 canaries are untouched, and the calibration
+        # at (q 0.5, T 4, k 2, eps 4) is the tabular experiment's, already there; Fig 5 takes
+        # the new q's audits, the ablations (at q = 1) are untouched
+        assert job_counts(workdir) == {"all": 1, "craft": 3, "train_shard": 12,
+                                       "estimate_natural": 6, "epsilon_vs_step": 1,
+                                       "one_run": 2, "one_run_figure": 1, "runs_figure": 1,
+                                       "report": 1}
+
+        params["natural"]["experiments"]["image"]["sampling_rates"] = [1.0]
+        params["natural"]["target_epsilon"] = 5.0
+        write_params(workdir, params)
+        # a new noise level retrains every shard but recomputes neither features nor the
+        # canaries crafted without noise; S6, crafted against the noise, is crafted again
+        counts = job_counts(workdir)
+        assert "features" not in counts and counts["craft"] == 3       # S6 of each experiment
+        # (2 shards x 6 scenarios x 3 experiments, and x 4 scenarios x 3 ablation values of C, T
+        # and lr)
+        assert "reference" not in counts and counts["train_shard"] == 2 * 6 * 3 + 2 * 4 * 3
+    finally:
+        write_params(workdir, tiny())
+    assert job_counts(workdir) == {}
+
+
+def test_variations_reuse_what_they_do_not_change(workdir):
+    params = tiny()
+    try:
+        params["natural"]["variations"] = [
+            {"experiments": ["tabular"], "scenarios": ["S2", "S3"], "clip": [1.0]}]
+        write_params(workdir, params)
+        # another C: the S2 canary (crafted with C) and the shards; the reference model, the
+        # S3 canary and the calibration do not depend on C; no figure changes
+        assert job_counts(workdir) == {"all": 1, "craft": 1, "train_shard": 4,
+                                       "estimate_natural": 2}
+
+        params["natural"]["variations"] = [
+            {"experiments": ["tabular"], "scenarios": ["S2"], "runs": [64]},
+            {"experiments": ["tabular"], "scenarios": ["S2"], "runs": [32]}]   # = base: no-op
+        write_params(workdir, params)
+        # R = 64 keeps the two shards of runs 0-31 and trains the next two
+        assert job_counts(workdir) == {"all": 1, "train_shard": 2, "estimate_natural": 1}
+        proc = snakemake(workdir)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        big = np.load(workdir / setting_path("scores", params, "tabular", "S2", runs=64))
+        small = np.load(workdir / setting_path("scores", params, "tabular", "S2"))
+        assert np.array_equal(big["scores"][:, :32], small["scores"])
+    finally:
+        write_params(workdir, tiny())
+    assert job_counts(workdir) == {}
+
+
+def test_reproduction_switches_run_the_papers_code_choices(tmp_path):
+    """presets/paper.yaml's switches on the tiny image experiment at two q: a minibatch
+    reference per q (so the S3-S5 canaries are per q too), log-odds S3/S5 scores, the
+    gradient-rms S2 coordinate and a small S5 pool; the report names each switch."""
+    wd = workflow_copy(tmp_path)
+    params = tiny()
+    nat = params["natural"]
+    nat.update(reference="per-q", input_score="log-odds", s2_coordinate="gradient-rms")
+    nat["experiments"] = {"image": {**nat["experiments"]["image"], "s5_pool": 3,
+                                    "sampling_rates": [1.0, 0.5]}}
+    write_params(wd, params)
+    counts = job_counts(wd)
+    # references at (q 1, T 4, lr 0.01), (q 0.5), (T 8) and (lr 0.02); S3-S5 on each, S2 at
+    # five settings, S6 and S7 at the two base ones (the ablations are S2-S5)
+    assert counts["reference"] == 4 and counts["craft"] == 3 * 4 + 5 + 2 * 2
+    proc = snakemake(wd)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ref = json.loads((wd / "results/natural/image/reference/q0.5_T4_k2_lr0.01.json").read_text())
+    assert ref["sampling_rate"] == 0.5
+    s5 = json.loads((wd / "results/natural/image/canaries/S5_q0.5_T4_k2_lr0.01.json").read_text())
+    assert s5["score"] == "log-odds" and s5["pool"] == 3 and s5["aux_index"] < 3
+    s2 = json.loads((wd / "results/natural/image/canaries/S2_q1_C2_T4_lr0.01.json").read_text())
+    assert s2["statistic"] == "gradient-rms"
+    report = (wd / "results/report.md").read_text()
+    assert "| S3/S5 score (natural.input_score) | log-odds (the paper's code) |" in report
+    assert "| reference model (natural.reference) | per-q (the paper's code) |" in report
+    assert "| S2 coordinate (natural.s2_coordinate) | gradient-rms (the paper's code) |" in report
+    assert "| S5 pool, image (s5_pool) | 3 |" in report
+
+
+def test_report_verdicts_follow_the_numbers(workdir):
+    """The report is built from the figures' CSVs: the default tiny run judges claim 2 from
+    Fig 2's accountant rows; halving eps_S by group privacy there makes it refuted."""
+    verdicts = json.loads((workdir / "results/report.json").read_text())["claims"]
+    assert set(verdicts) == {str(i) for i in range(1, 8)}
+    assert verdicts["2"]["verdict"] == "supported" and verdicts["2"]["code"] == 1
+    fig2 = workdir / "results/figures/fig2.csv"
+    original = fig2.read_bytes()
+    try:
+        table = pd.read_csv(fig2)
+        group = table["series"] == "eps_S (group privacy)"
+        table.loc[group, "epsilon"] = table.loc[group, "epsilon"] / 2
+        table.to_csv(fig2, index=False)
+        proc = snakemake(workdir, "results/report.json")
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        changed = json.loads((workdir / "results/report.json").read_text())["claims"]["2"]
+        assert changed["verdict"] == "refuted" and changed["code"] == -1
+        assert "REFUTED" in (workdir / "results/report.html").read_text()
+    finally:
+        fig2.write_bytes(original)
+    proc = snakemake(workdir, "results/report.json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads((workdir / "results/report.json").read_text())["claims"]["2"]["code"] == 1
+
+
+@pytest.mark.parametrize(
+    ("section", "key", "value", "expected"),
+    [
+        ("s1", "sampling_rates", [1.0, 1.5], "s1.sampling_rates[1] = 1.5"),
+        ("ratio_grid", "noise_multipliers", [-2.0], "ratio_grid.noise_multipliers[0] = -2.0"),
+        ("s1", "adjacency", "swap", "s1.adjacency = 'swap'"),
+        (None, "scenario", "S9", "unknown key scenario"),
+        (None, "estimators", ["auc", "bogus"],
+         "estimators[1] = 'bogus' is invalid; allowed: one of auc, paper"),
+        ("natural", "scenarios", ["S2", "S9"],
+         "natural.scenarios[1] = 'S9' is invalid; allowed: one of S2, S3, S4, S5"),
+        ("natural", "runs", 31, "natural.runs = 31"),
+        ("natural", "variations", [{"experiments": ["audio"], "clip": [1.0]}],
+         "natural.variations[0].experiments[0] = 'audio' is invalid; allowed: one of image"),
+        ("natural", "variations", [{"scenarios": ["S9"]}],
+         "natural.variations[0].scenarios[0] = 'S9' is invalid"),
+        ("natural", "variations", [{"every": [8]}], "natural.variations[0].every = 8"),
+        ("natural", "variations", [{"clip": [0.0]}], "natural.variations[0].clip[0] = 0.0"),
+        ("one_run", "experiment", "audio",
+         "one_run.experiment = 'audio' is invalid; allowed: one of image, text, tabular"),
+        ("one_run", "kinds", ["gradient", "pixel"],
+         "one_run.kinds[1] = 'pixel' is invalid; allowed: one of gradient, label"),
+        ("one_run", "methods", ["steinke", "lira"],
+         "one_run.methods[1] = 'lira' is invalid; allowed: one of steinke, fdp"),
+        ("one_run", "canaries", 11, "one_run.canaries = 11 is invalid; allowed: at most n_aux = 10"),
+    ],
+)
+def test_bad_params_fail_before_any_job(tmp_path, section, key, value, expected):
+    _bad_params_fail(tmp_path, section, key, value, expected)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        ("source", "nosuch", "natural.experiments.image.source = 'nosuch' is invalid; "
+                             "allowed: one of mnist-5k, rotten-tomatoes, letter"),
+        ("source", "letter", "natural.experiments.image.backbone = 'efficientnet-lite0' is "
+                             "invalid; allowed: one of none"),
+        ("sampling_rates", [0.0], "natural.experiments.image.sampling_rates[0] = 0.0"),
+        ("backbone", "resnet", "natural.experiments.image.backbone = 'resnet'"),
+        ("n_train", 25, "natural.experiments.image.n_train = 25 is invalid"),
+    ],
+)
+def test_bad_experiment_params_fail_before_any_job(tmp_path, key, value, expected):
+    _bad_params_fail(tmp_path, "image", key, value, expected)
+
+
+def test_bad_experiment_name_fails_before_any_job(tmp_path):
+    params = tiny()
+    params["natural"]["experiments"]["my_data"] = params["natural"]["experiments"].pop("text")
+    _fails(tmp_path, params, "natural.experiments")
+
+
+def _bad_params_fail(tmp_path, section, key, value, expected):
+    params = tiny()
+    where = params["natural"]["experiments"]["image"] if section == "image" else (
+        params[section] if section else params)
+    where[key] = value
+    _fails(tmp_path, params, expected)
+
+
+def _fails(tmp_path, params, expected):
+    workflow_copy(tmp_path, params)
+    proc = snakemake(tmp_path)
+    assert proc.returncode != 0
+    assert expected in proc.stderr + proc.stdout, (proc.stderr + proc.stdout)[-2000:]
+    assert not (tmp_path / "results").exists()
+    assert not (tmp_path / "logs").exists()
