@@ -22,7 +22,7 @@ MAY_IMPORT = {
     "data": set(),
     "scenarios": {"engine", "estimation", "accounting", "data"},
     "reporting": {"scenarios", "estimation", "accounting"},
-    "integrations": {"accounting"},
+    "integrations": {"scenarios", "estimation", "accounting", "data"},
     "opacus": {"integrations"},
     "pipeline": {"scenarios", "engine", "estimation", "accounting", "data", "reporting"},
     "cli": {"pipeline", "reporting", "scenarios", "engine", "estimation", "accounting", "data", "integrations"},

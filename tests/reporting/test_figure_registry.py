@@ -15,11 +15,11 @@ def test_every_plot_kind_has_a_renderer():
 
 def test_the_default_configuration_draws_the_papers_figures():
     names = [f.name for f in figures_for(["image", "text", "tabular"])]
-    assert names == ["fig2", "fig3", "fig4", "fig5", "figA1", "figA2", "figA3", "figA4", "figA5",
+    assert names == ["deep-one-run", "fig2", "fig3", "fig4", "fig5", "figA1", "figA2", "figA3", "figA4", "figA5",
                      "figA6", "one-run", "reconstruction"]
     assert FIGURES["fig5"].paper == "Figure 4 (ICLR text), Figure 5 (arXiv text)"
     assert {FIGURES[f].knob for f in ("figA2", "figA3", "figA4")} == {"clip", "steps", "lr"}
-    assert FIGURES["one-run"].paper == ""          # beyond the paper
+    assert FIGURES["one-run"].paper == "" == FIGURES["deep-one-run"].paper  # beyond the paper
     assert FIGURES["fig2"].paper == "Figure 1 (ICLR text), Figure 2 (arXiv text)"
     assert FIGURES["figA6"].paper == "Figure A6"
     assert {f.experiment for f in FIGURES.values() if f.inputs == "experiment"} == {
@@ -27,7 +27,7 @@ def test_the_default_configuration_draws_the_papers_figures():
 
 
 def test_other_experiments_get_their_own_figure():
-    names = [f.name for f in figures_for(["tabular", "mine"], reconstruction=False)]
+    names = [f.name for f in figures_for(["tabular", "mine"], reconstruction=False, deep=False)]
     assert names == ["audit-mine", "fig2", "fig4", "fig5", "figA2", "figA3", "figA4", "figA5",
                      "one-run"]  # no image: no Fig A1
     mine = experiment_figure("mine")

@@ -8,7 +8,7 @@ import pytest
 
 from subaudit.reporting import figures
 from subaudit.estimation.ceilings import final_iterate_epsilon
-from subaudit.reporting.tables import EPS_AR, EPS_GROUP, EPS_S, fig2_table, figA5_table
+from subaudit.reporting.tables import EPS_AR, EPS_GROUP, EPS_S, deep_summary, fig2_table, figA5_table
 
 
 def _calibrations():
@@ -178,3 +178,25 @@ def test_runs_table_estimates_the_first_runs_and_draws_the_ceilings():
     ax = fig.axes[0]
     assert "R'" in ax.get_xlabel() and "ε" in ax.get_ylabel()
     assert ax.get_ylim()[1] < ceiling.loc[400, "epsilon"]      # the ceiling leaves the top
+
+
+def test_deep_table_summary_and_figure():
+    from test_claims import deep
+
+    table = deep()
+    assert list(dict.fromkeys(table["case"])) == ["scratch", "finetune"]          # registry order
+    assert list(dict.fromkeys(table["kind"])) == ["random", "mislabeled", "metagradient"]
+    assert set(table["reference"]) == {8.0, 16.0}                                  # eps_AR, eps_S by game
+    summary = deep_summary(table, "loss").set_index(["game", "procedure", "kind"])
+    cell = table[(table["game"] == "substitute") & (table["procedure"] == "steinke")
+                 & (table["kind"] == "metagradient") & (table["case"] == "scratch")]["epsilon"]
+    row = summary.loc[("substitute", "steinke", "metagradient")]
+    assert row["scratch avg"] == pytest.approx(cell.mean()) and row["scratch med"] == pytest.approx(cell.median())
+    assert row["scratch reference"] == 16.0 and row["scratch audits"] == 3
+    fig = figures.deep_one_run(table, "loss", "t")
+    titles = [ax.get_title() for ax in fig.axes]
+    assert "scratch, membership game (add-remove): accountant eps_AR = 8" in titles
+    assert "finetune, substitute game (substitute): accountant eps_S = 16" in titles
+    assert all(ax.get_ylabel().startswith("one-run lower bound") for ax in fig.axes)
+    assert {t.get_text() for t in fig.legends[0].get_texts()} == {"steinke procedure", "mahloujifar procedure"}
+    assert "bars: mean over 3 audits" in fig._suptitle.get_text()

@@ -57,7 +57,7 @@ def test_push_pull_restores_results_and_snakemake_state(tmp_path, repo_root):
     assert (origin / "results/figures/fig2.png").is_file()
     lock = yaml.safe_load((origin / "dvc.lock").read_text())
     assert {o["path"] for o in lock["stages"]["default"]["outs"]} == {
-        "results/accounting", "results/s1", "results/natural", "results/one_run", "results/figures",
+        "results/accounting", "results/s1", "results/natural", "results/one_run", "results/deep", "results/figures",
         "results/report.md", "results/report.html", "results/report.json",
         "data/raw", "data/splits", "data/features"}
     # the report's verdicts are DVC metrics, so `dvc metrics diff` compares versions
@@ -91,8 +91,9 @@ def test_push_pull_restores_results_and_snakemake_state(tmp_path, repo_root):
     params["alpha"] = 0.1
     write_params(clone, params)
     # 18 base estimates (3 experiments x 6 scenarios) and 12 of the ablations (one new value of
-    # each of C, T and lr x 4 scenarios), the figures drawn from them and the report
+    # each of C, T and lr x 4 scenarios), the deep-network bounds (no training), the figures
+    # drawn from them and the report
     assert job_counts(clone) == {"all": 1, "estimate_s1": 2, "estimate_natural": 30,
                                  "epsilon_vs_target": 1, "epsilon_vs_step": 3, "one_run": 2,
                                  "one_run_figure": 1, "ablation_figure": 3, "runs_figure": 1,
-                                 "report": 1}
+                                 "deep_figure": 1, "report": 1}

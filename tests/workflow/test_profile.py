@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 SNAKEMAKE = Path(sys.executable).parent / "snakemake"
-GPU_RULES = {"features", "train_shard", "utility", "one_run"}
+GPU_RULES = {"features", "train_shard", "utility", "one_run", "deep_pretrain", "deep_audit"}
 RULE = re.compile(r"^\s*rule (\w+):")
 RESOURCES = re.compile(r"^\s*resources: (.*)")
 

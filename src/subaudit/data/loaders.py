@@ -3,9 +3,11 @@
 :data:`LOADERS` is the registry of per-source readers, keyed like
 :data:`subaudit.data.sources.SOURCES`: :func:`load` finds a source's reader there, so
 adding a source is one catalogue entry plus one reader here. Archives are read in
-memory (wheels with :mod:`zipfile`, tarballs with :mod:`tarfile`), never extracted
-or installed; pickled CIFAR-10 batches are read by an unpickler that admits plain
-containers and numpy arrays only.
+memory (wheels with :mod:`zipfile`, tarballs with :mod:`tarfile`, Debian packages by
+parsing their ``ar`` container and opening the ``data.tar.*`` inside with
+:mod:`tarfile`), never extracted or installed; pickled CIFAR-10 batches are read by an
+unpickler that admits plain containers and numpy arrays only; IDX files (Fashion-MNIST)
+are checked against their magic numbers and declared shapes.
 """
 
 from __future__ import annotations
@@ -14,9 +16,14 @@ import bz2
 import csv
 import gzip
 import io
+import lzma
+import math
+import os
 import pickle
+import struct
 import tarfile
 import zipfile
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +36,6 @@ from subaudit.data.sources import FAMILIES, DataError, Source, resolve_source
 from subaudit.validation import ParameterError, check_choice, check_count
 
 __all__ = ["LOADERS", "Dataset", "load"]
-
 
 
 @dataclass(frozen=True)
@@ -61,26 +67,86 @@ class Dataset:
         return len(self.y)
 
 
+_AR_MAGIC = b"!<arch>\n"
+_AR_HEADER = 60  # name 16, mtime 12, uid 6, gid 6, mode 8, size 10 (decimal), b"`\n"
+
+#: Decompressors of a .deb's data.tar.* member, by member name (Python reads no zstd).
+_DATA_TAR = {
+    "data.tar": bytes,
+    "data.tar.gz": gzip.decompress,
+    "data.tar.xz": lzma.decompress,
+    "data.tar.bz2": bz2.decompress,
+}
+
+
+def _is_ar(archive: Path) -> bool:
+    with open(archive, "rb") as fh:
+        return fh.read(len(_AR_MAGIC)) == _AR_MAGIC
+
+
+def _deb_data_tar(archive: Path) -> bytes:
+    """The uncompressed ``data.tar`` of a Debian package (an ``ar`` archive); DataError if malformed.
+
+    After the magic ``!<arch>\\n`` each member is a 60-byte header, its bytes, and a pad
+    byte if its size is odd; a .deb holds ``debian-binary``, ``control.tar.*`` and
+    ``data.tar.*``. Only the data member is read into memory.
+    """
+    total = archive.stat().st_size
+    seen = []
+    with open(archive, "rb") as fh:
+        fh.seek(len(_AR_MAGIC))
+        while header := fh.read(_AR_HEADER):
+            start = fh.tell() - len(header)
+            size = header[48:58].strip()
+            if len(header) != _AR_HEADER or header[58:] != b"`\n" or not size.isdigit():
+                raise DataError(f"{archive}: malformed ar member header at byte {start}; is it a Debian package?")
+            name = header[:16].decode("ascii", "replace").rstrip().removesuffix("/")  # GNU ar ends names with /
+            if fh.tell() + int(size) > total:
+                raise DataError(f"{archive}: ar member {name!r} runs past the end of the file (truncated?)")
+            if name.startswith("data.tar"):
+                if name not in _DATA_TAR:
+                    raise DataError(
+                        f"{archive}: {name} is not supported (Python's tarfile reads data.tar"
+                        " uncompressed, .gz, .xz or .bz2; zstd needs a module this package does not use)"
+                    )
+                return _DATA_TAR[name](fh.read(int(size)))
+            seen.append(name)
+            fh.seek(int(size) + int(size) % 2, os.SEEK_CUR)
+    raise DataError(f"{archive} is an ar archive without a data.tar member (it has {seen}); is it a Debian package?")
+
+
+def _tar_member(tf: tarfile.TarFile, member: str) -> bytes:
+    """A regular file of ``tf`` named ``member`` with or without a leading './'; KeyError if absent."""
+    bare = member.removeprefix("./")
+    for name in (bare, f"./{bare}"):
+        try:
+            fh = tf.extractfile(name)
+        except KeyError:
+            continue
+        if fh is not None:
+            return fh.read()
+    raise KeyError(member)
+
+
 def _read_member(archive: Path, member: str) -> bytes:
-    """The bytes of ``member`` in a zip (wheel) or tar archive; DataError if absent."""
+    """The bytes of ``member`` in a zip (wheel), tar or .deb archive; DataError if absent.
+
+    A .deb's member is a path inside its ``data.tar.*`` (what ``dpkg-deb -c`` lists).
+    """
     if not archive.is_file():
         raise DataError(f"{archive} does not exist; fetch it with subaudit.data.acquire() first")
     try:
+        if _is_ar(archive):
+            with tarfile.open(fileobj=io.BytesIO(_deb_data_tar(archive)), mode="r:") as tf:
+                return _tar_member(tf, member)
         if zipfile.is_zipfile(archive):
             with zipfile.ZipFile(archive) as zf:
                 return zf.read(member)
         with tarfile.open(archive) as tf:
-            for name in (member, f"./{member}"):
-                try:
-                    fh = tf.extractfile(name)
-                except KeyError:
-                    continue
-                if fh is not None:
-                    return fh.read()
-            raise KeyError(member)
+            return _tar_member(tf, member)
     except KeyError:
         raise DataError(f"{archive} has no member {member!r}; is it the right archive?") from None
-    except (zipfile.BadZipFile, tarfile.TarError, OSError, EOFError) as err:
+    except (zipfile.BadZipFile, tarfile.TarError, OSError, EOFError, lzma.LZMAError, zlib.error) as err:
         raise DataError(f"cannot read {member!r} from {archive}: {err}") from err
 
 
@@ -203,6 +269,53 @@ def _load_purchase100(archive: Path, src: Source) -> Dataset:
     return Dataset("tabular", x, _labels(table[:, 0], src.classes, src.name, offset=1), src.classes, src.name)
 
 
+#: IDX magic numbers: unsigned bytes (0x08) in 3 dimensions (images) or 1 (labels).
+_IDX_IMAGES, _IDX_LABELS = 2051, 2049
+#: Fashion-MNIST's images per split: train, then t10k.
+_FASHION_SPLITS = (60_000, 10_000)
+
+
+def _idx(raw: bytes, magic: int, what: str) -> np.ndarray:
+    """The uint8 array of an IDX file, or DataError.
+
+    The file is a big-endian uint32 magic (0x0800 + number of dimensions for unsigned
+    bytes), one big-endian uint32 per dimension, then the values in row-major order.
+    """
+    ndim = magic & 0xFF
+    head = 4 + 4 * ndim
+    if len(raw) < head:
+        raise DataError(f"{what}: {len(raw)} bytes is too short for an IDX header")
+    got = int.from_bytes(raw[:4], "big")
+    if got != magic:
+        raise DataError(f"{what}: IDX magic number {got}, expected {magic}")
+    shape = struct.unpack(f">{ndim}I", raw[4:head])
+    if len(raw) - head != math.prod(shape):
+        raise DataError(f"{what}: the IDX header declares {shape} but {len(raw) - head} values follow")
+    return np.frombuffer(raw, dtype=np.uint8, offset=head).reshape(shape)
+
+
+def _load_fashion_mnist(archive: Path, src: Source) -> Dataset:
+    """Gzip IDX images and labels: the 60,000 training images, then the 10,000 test images."""
+    xs, ys = [], []
+    for images, labels, count in zip(src.members[0::2], src.members[1::2], _FASHION_SPLITS, strict=True):
+        arrays = []
+        for member, magic in ((images, _IDX_IMAGES), (labels, _IDX_LABELS)):
+            try:
+                raw = gzip.decompress(_read_member(archive, member))
+            except (OSError, EOFError, zlib.error) as err:
+                raise DataError(f"{src.name}: {member} is not a gzip file ({err})") from err
+            arrays.append(_idx(raw, magic, f"{src.name} {member}"))
+        x, y = arrays
+        if x.shape != (count, 28, 28) or y.shape != (count,):
+            raise DataError(
+                f"{src.name}: {images} holds {x.shape} and {labels} {y.shape};"
+                f" expected ({count}, 28, 28) and ({count},)"
+            )
+        xs.append(x)
+        ys.append(_labels(y, src.classes, f"{src.name} {labels}"))
+    return Dataset("image", np.concatenate(xs), np.concatenate(ys), src.classes, src.name)
+
+
 #: The reader of each source, by source name (the registry :func:`load` dispatches on).
 LOADERS: dict[str, Callable[[Path, Source], Dataset]] = {
     "mnist-5k": _load_mnist_5k,
@@ -211,6 +324,7 @@ LOADERS: dict[str, Callable[[Path, Source], Dataset]] = {
     "cifar10": _load_cifar10,
     "sst2": _load_sst2,
     "purchase100": _load_purchase100,
+    "fashion-mnist": _load_fashion_mnist,
 }
 
 

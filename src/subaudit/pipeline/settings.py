@@ -312,6 +312,7 @@ SEED_KEYS: dict[str, tuple[str, ...]] = {
     "s1": ("'s1", "q", "target_epsilon", "repeat"),
     "one-run": ("'one-run", "experiment", "kind", "q"),
     "reconstruction": ("'reconstruction", "experiment"),
+    "deep": ("'deep",),
 }
 
 

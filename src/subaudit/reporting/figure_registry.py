@@ -35,12 +35,15 @@ PLOT_KINDS: dict[str, str] = {
                        "finite-R and final-iterate ceilings and the accountants, per q",
     "reconstruction": "trap units capturing one image, several or none against the construction's "
                       "prediction, and recovered training images beside their originals",
+    "deep-one-run": "one-run audits of deep networks trained with Opacus: the bound per canary kind and "
+                    "procedure, one panel per case and game, beside the accountant's epsilon",
 }
 
 #: What a figure reads: the S1 audit, the ratio grid, one experiment's audits, the
 #: one-run audits (params.yaml ``one_run``), the ablations (params.yaml ``ablations``) or
-#: the data-trap reconstruction (params.yaml ``reconstruction``).
-INPUTS = ("s1", "ratio_grid", "experiment", "one_run", "ablation", "reconstruction")
+#: the data-trap reconstruction (params.yaml ``reconstruction``) or the deep-network audits
+#: (params.yaml ``deep``).
+INPUTS = ("s1", "ratio_grid", "experiment", "one_run", "ablation", "reconstruction", "deep")
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,9 @@ FIGURES: dict[str, Figure] = {f.name: f for f in (
     Figure("reconstruction", "reconstruction", "reconstruction",
            caption="data-trap reconstruction: training images read back from a crafted model's "
                    "weight change (beyond the paper)"),
+    Figure("deep-one-run", "deep-one-run", "deep",
+           caption="one-run audits of deep networks trained with Opacus, shaped like Table 2 of the "
+                   "canary-optimisation paper (beyond the paper)"),
 )}
 
 
@@ -114,14 +120,14 @@ def experiment_figure(experiment: str) -> Figure:
                   caption=f"natural-data audits of experiment {experiment}")
 
 
-def figures_for(experiments: Iterable[str], reconstruction: bool = True) -> list[Figure]:
+def figures_for(experiments: Iterable[str], reconstruction: bool = True, deep: bool = True) -> list[Figure]:
     """The figures of a configuration: S1, the ratio grid, the one-run audits and the
-    ablations, the data-trap reconstruction (unless ``reconstruction`` is False), each
-    experiment's epsilon-vs-step figure, and the registered figures of its experiments, by
-    name."""
+    ablations, the data-trap reconstruction (unless ``reconstruction`` is False), the
+    deep-network audits (unless ``deep`` is False), each experiment's epsilon-vs-step figure,
+    and the registered figures of its experiments, by name."""
     names = list(experiments)
     out = {f.name: f for f in FIGURES.values() if (f.experiment is None or f.experiment in names)
-           and (reconstruction or f.inputs != "reconstruction")}
+           and (reconstruction or f.inputs != "reconstruction") and (deep or f.inputs != "deep")}
     for exp in names:
         fig = experiment_figure(exp)
         out[fig.name] = fig

@@ -325,11 +325,51 @@ def reconstruction(table: pd.DataFrame, pairs: list[tuple[np.ndarray, np.ndarray
     return fig
 
 
+
+def deep_one_run(table: pd.DataFrame, score: str, title: str) -> plt.Figure:
+    """One-run audits of deep networks: the bound per canary kind and procedure (bars: mean
+    over audits; dots: each audit), one panel per (game, case), the accountant's epsilon of
+    the game's adjacency in each panel's title. Input kinds read ``score``."""
+    _theme()
+    mine = table[(table["score"] == score) | (table["kind"] == "gradient")].copy()
+    games, cases = list(dict.fromkeys(mine["game"])), list(dict.fromkeys(mine["case"]))
+    kinds = list(dict.fromkeys(mine["kind"]))
+    procedures = list(dict.fromkeys(mine["procedure"]))
+    palette = dict(zip(procedures, _AUDIT_COLORS))
+    fig, axes = plt.subplots(len(games), len(cases), figsize=(max(5.5 * len(cases), _MIN_WIDTH), 4.0 * len(games)),
+                             squeeze=False, sharey=True, layout="constrained")
+    for i, game in enumerate(games):
+        for j, case in enumerate(cases):
+            ax = axes[i][j]
+            sub = mine[(mine["game"] == game) & (mine["case"] == case)]
+            sns.barplot(sub, x="kind", y="epsilon", hue="procedure", order=kinds, hue_order=procedures,
+                        palette=palette, errorbar=None, alpha=0.55, ax=ax, legend=(i == 0 and j == 0))
+            sns.stripplot(sub, x="kind", y="epsilon", hue="procedure", order=kinds, hue_order=procedures,
+                          palette=palette, dodge=True, size=4, edgecolor="black", linewidth=0.5, ax=ax,
+                          legend=False)
+            adjacency, ref = sub["adjacency"].iloc[0], sub["reference"].mean()
+            name = "eps_AR" if adjacency == "add-remove" else "eps_S"
+            ax.set_title(f"{case}, {game} game ({adjacency}): accountant {name} = {ref:.3g}")
+            ax.set_xlabel("canary kind (gradient: white-box, scored by its update)")
+            ax.set_ylabel("one-run lower bound on ε at δ (nats)")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    if axes[0][0].get_legend() is not None:
+        axes[0][0].get_legend().remove()
+    fig.legend(handles, [f"{lab} procedure" for lab in labels], loc="outside lower center", ncol=len(labels),
+               frameon=False)
+    reps = int(mine.groupby(["game", "case", "kind", "procedure"])["epsilon"].size().max())
+    m = int(mine["m"].max())
+    fig.suptitle(f"{title}\nm = {m} canaries per kind, input kinds scored by {score}; "
+                 f"bars: mean over {reps} audits (one DP training each), dots: each audit")
+    return fig
+
+
 #: Renderers by plot kind (subaudit.reporting.figure_registry.PLOT_KINDS).
 PLOTS = {"epsilon-vs-target": epsilon_vs_target, "epsilon-vs-step": epsilon_vs_step,
          "ratio-grid": ratio_grid, "utility": utility, "one-run": one_run,
          "ablation": epsilon_vs_step, "epsilon-vs-runs": epsilon_vs_runs,
-         "reconstruction": reconstruction}
+         "reconstruction": reconstruction, "deep-one-run": deep_one_run}
 
-__all__ = ["PANEL_LABELS", "PLOTS", "epsilon_vs_runs", "epsilon_vs_step", "epsilon_vs_target",
+__all__ = ["PANEL_LABELS", "PLOTS", "deep_one_run", "epsilon_vs_runs", "epsilon_vs_step", "epsilon_vs_target",
            "one_run", "ratio_grid", "reconstruction", "save", "utility"]
+

@@ -19,11 +19,11 @@ import pandas as pd
 
 from subaudit import accounting
 from subaudit.estimation.ceilings import final_iterate_epsilon
-from subaudit.reporting.claims import CLAIMS, Evidence, final_audits, format_audit, judge_all
+from subaudit.reporting.claims import CLAIM_SCORE, CLAIMS, Evidence, final_audits, format_audit, judge_all
 from subaudit.estimation import ESTIMATORS, finite_r_ceiling
 from subaudit.reporting.figures import PANEL_LABELS
 from subaudit.scenarios import SCENARIOS
-from subaudit.reporting.tables import CEILING, EPS_AR, EPS_GROUP, EPS_S
+from subaudit.reporting.tables import CEILING, EPS_AR, EPS_GROUP, EPS_S, deep_summary
 
 __all__ = ["FigureInfo", "Report", "build", "final_step_table", "to_html", "to_markdown"]
 
@@ -125,10 +125,13 @@ def build(tables: Mapping[str, pd.DataFrame], figures: Sequence[FigureInfo], *, 
                  f"on epsilon at confidence {1 - alpha:g} from the {estimator} estimator "
                  f"({ESTIMATORS[estimator].description}); ± is 2 standard errors over repeats.")
     rep.add("table", pd.DataFrame([{"setting": k, "value": str(v)} for k, v in settings.items()]))
-    rep.add("h2", "Claims of the paper")
-    rep.add("table", pd.DataFrame([{
-        "#": v.claim, "claim": CLAIMS[v.claim].text, "verdict": v.status.upper(),
-        "numbers that decide it": v.reason} for v in verdicts]))
+    for heading, beyond in (("Claims of the paper", False), ("Claims beyond the paper", True)):
+        mine = [v for v in verdicts if CLAIMS[v.claim].beyond == beyond]
+        if mine:
+            rep.add("h2", heading)
+            rep.add("table", pd.DataFrame([{
+                "#": v.claim, "claim": CLAIMS[v.claim].text, "verdict": v.status.upper(),
+                "numbers that decide it": v.reason} for v in mine]))
     rep.add("h3", "Rules")
     rep.add("list", [f"Claim {c.number}: {c.rule}." for c in CLAIMS.values()])
     rep.add("p", "A comparison is 'above' a reference when mean - 2 s.e. exceeds it and 'below' "
@@ -154,6 +157,13 @@ def build(tables: Mapping[str, pd.DataFrame], figures: Sequence[FigureInfo], *, 
             rep.add("p", "Trap units by outcome, observed and predicted:")
             counts = t.pivot(index="outcome", columns="source", values="units").round(1)
             rep.add("table", counts.astype(object).where(counts.notna(), "-").reset_index())
+        elif fig.kind == "deep-one-run":
+            score = CLAIM_SCORE if CLAIM_SCORE in set(t["score"]) else str(t["score"].iloc[0])
+            for game, sub in deep_summary(t, score).groupby("game", sort=False):
+                rep.add("p", f"{game} game: one-run lower bounds, average and median over audits "
+                             f"(input kinds scored by {score}; gradient canaries by their update), "
+                             "beside the accountant's epsilon of the same trainings:")
+                rep.add("table", sub.drop(columns="game").round(3))
         elif fig.kind == "epsilon-vs-runs":
             rep.add("p", f"Final step against the runs R' of each audit, {estimator} estimator:")
             rep.add("table", _runs_table(t, estimator))

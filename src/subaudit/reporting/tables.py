@@ -15,7 +15,9 @@ import pandas as pd
 
 from subaudit.estimation.ceilings import final_iterate_epsilon
 from subaudit.estimation import estimate_epsilon, estimate_over_steps, finite_r_ceiling
+from subaudit.estimation.procedures import GAMES, PROCEDURES
 from subaudit.scenarios import SCENARIOS
+from subaudit.scenarios.deep import CASES, DEEP_KINDS, SCORES
 
 # Series names used in tables and legends.
 EPS_S = "eps_S (accounting)"
@@ -218,3 +220,45 @@ def one_run_table(step_acc: pd.DataFrame, one_run: Iterable[Mapping[str, Any]],
                                  "seconds": float("nan")})
     table = pd.DataFrame(rows)
     return table.sort_values(["kind", "q", "series"], ascending=[True, False, True], ignore_index=True)
+
+
+# --------------------------------------------------------------------------- deep-network audits
+
+#: Columns of the deep-network audits' figure CSV, one row per (case, game, repeat, kind,
+#: score, procedure): the bound, the most m canaries can show, the accountants' epsilon of
+#: that training (``reference``: the game's adjacency), the ceiling (gradient canaries), and
+#: the audit's cost in trainings (one: a one-run audit).
+DEEP_COLUMNS = ("case", "game", "adjacency", "repeat", "kind", "score", "procedure", "m", "epsilon", "perfect",
+                "reference", "eps_add_remove", "eps_substitute", "ceiling", "test_accuracy", "sample_rate",
+                "steps", "noise_multiplier", "trainings")
+
+
+def deep_table(audits: Iterable[Iterable[Mapping[str, Any]]]) -> pd.DataFrame:
+    """Tidy table of the deep-network audits from each audit's rows
+    (:func:`subaudit.integrations.deep.audit_rows`): one training each."""
+    rows = [{**r, "trainings": 1} for audit in audits for r in audit]
+    table = pd.DataFrame(rows, columns=list(DEEP_COLUMNS))
+    orders = {"case": CASES, "game": GAMES, "procedure": tuple(PROCEDURES), "kind": tuple(DEEP_KINDS),
+              "score": (*SCORES, "update")}
+
+    def rank(column: pd.Series) -> pd.Series:  # registry order, unknown names last
+        order = orders.get(column.name)
+        return column if order is None else column.map({v: i for i, v in enumerate(order)}).fillna(len(order))
+
+    return table.sort_values(["case", "game", "procedure", "kind", "score", "repeat"], key=rank, ignore_index=True)
+
+
+def deep_summary(table: pd.DataFrame, score: str) -> pd.DataFrame:
+    """Table 2 of the canary-optimisation paper, per game: one row per (procedure, kind),
+    average and median over audits of each case, beside the accountant's epsilon (input kinds
+    read ``score``; gradient canaries their update)."""
+    mine = table[(table["score"] == score) | (table["kind"] == "gradient")]
+    out = mine.groupby(["game", "procedure", "kind", "case"], sort=False).agg(
+        avg=("epsilon", "mean"), med=("epsilon", "median"), audits=("epsilon", "size"),
+        reference=("reference", "mean")).reset_index()
+    wide = out.pivot_table(index=["game", "procedure", "kind"], columns="case",
+                           values=["avg", "med", "reference", "audits"], sort=False)
+    wide.columns = [f"{case} {stat}" for stat, case in wide.columns]
+    cases = list(dict.fromkeys(out["case"]))
+    ordered = [f"{c} {s}" for c in cases for s in ("avg", "med", "reference", "audits")]
+    return wide[ordered].reset_index()

@@ -22,6 +22,10 @@ Beside the registry:
   :mod:`~subaudit.scenarios.domain`: where a crafted record may live (S6);
 * :mod:`~subaudit.scenarios.one_run`: the one-run canary kinds (a registry of their own) and
   one-run audits of m canaries in one training;
+* :mod:`~subaudit.scenarios.deep`: the canary kinds of one-run audits of deep networks (a
+  registry of their own: random, mislabeled, metagradient, gradient) and
+  :mod:`~subaudit.scenarios.canary_optimisation`: metagradient canary optimisation through a
+  proxy CNN's training;
 * :mod:`~subaudit.scenarios.reconstruction`: the data-trap reconstruction.
 
 Nothing here imports torch at import time: the workflow checks names against the registries

@@ -1,0 +1,155 @@
+"""One-run audit procedures: how a pair game's scores become guesses and a bound.
+
+Both games of a one-run audit (:mod:`subaudit.integrations.audit`) give every canary slot
+``i`` two records, ``z_i`` (member 0) and its twin ``z'_i`` (member 1), and a secret fair
+bit ``b_i``: in the *membership* game ``z_i`` is inserted when ``b_i = 1`` and ``z'_i`` never
+is (it is a held-out twin); in the *substitute* game ``z_i`` is inserted when ``b_i = 1``
+and ``z'_i`` otherwise.  After training, each record gets a score (higher: more likely
+inserted), so the scores form an ``(m, 2)`` array.  A procedure (:data:`PROCEDURES`, a
+registry) turns that array into guesses of the bits and the guesses into a lower bound on
+epsilon, valid at confidence ``1 - alpha`` for the adjacency the game changes (add/remove
+in the membership game, substitute in the substitute game):
+
+``"steinke"``
+    Steinke, Nasr & Jagielski 2023 (their Algorithm 2, as the canary-optimisation paper
+    runs it): the statistic is ``z_i``'s score; "in" guesses on the highest, "out" guesses
+    on the lowest; bound by their Theorem 5.2 (:func:`~subaudit.estimation.one_run.steinke_epsilon`).
+``"mahloujifar"``
+    Mahloujifar, Melis & Chaudhuri 2024 (the canary-optimisation paper's Algorithm 3): the
+    statistic is the pair's score difference ``s(z_i) - s(z'_i)``; the pairs with the largest
+    ``|difference|`` are guessed, the higher-scoring member taken as the inserted one; bound by
+    their Gaussian f-DP audit (:func:`~subaudit.estimation.one_run.fdp_epsilon`).
+
+Either way the number of guesses is searched over
+:func:`~subaudit.estimation.one_run.default_guess_grid` with a Bonferroni correction
+(:func:`~subaudit.estimation.one_run.best_one_run_epsilon`), so the maximum is itself valid.
+Adding a procedure is one :class:`Procedure` entry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from subaudit.estimation.one_run import best_one_run_epsilon
+from subaudit.validation import ParameterError, check_choice, check_count, check_probability
+
+__all__ = ["ADJACENCY", "GAMES", "PROCEDURES", "Procedure", "ScoreSet", "bound_rows", "least_canaries",
+           "perfect_epsilon", "procedure_epsilon"]
+
+
+#: The games of a one-run audit and the adjacency each one's bits change.
+ADJACENCY: dict[str, str] = {"membership": "add-remove", "substitute": "substitute"}
+GAMES: tuple[str, ...] = tuple(ADJACENCY)
+
+
+@dataclass(frozen=True)
+class Procedure:
+    """A one-run procedure: the per-slot statistic, the guess rule and the estimator."""
+
+    name: str
+    label: str
+    statistic: Callable[[np.ndarray], np.ndarray]
+    rule: str
+    method: str
+    citation: str
+
+
+def _first(scores: np.ndarray) -> np.ndarray:
+    return scores[:, 0]
+
+
+def _difference(scores: np.ndarray) -> np.ndarray:
+    return scores[:, 0] - scores[:, 1]
+
+
+#: Procedures by name (params.yaml ``deep.procedures`` takes names from here).
+PROCEDURES: dict[str, Procedure] = {p.name: p for p in (
+    Procedure("steinke", "Steinke et al. 2023", _first, "top-bottom", "steinke",
+              "Steinke, Nasr & Jagielski 2023, arXiv 2305.08846"),
+    Procedure("mahloujifar", "Mahloujifar et al. 2024", _difference, "magnitude", "fdp",
+              "Mahloujifar, Melis & Chaudhuri 2024, arXiv 2410.22235"),
+)}
+
+
+def _check_pairs(scores, bits) -> tuple[np.ndarray, np.ndarray]:
+    s = np.asarray(scores, dtype=float)
+    if s.ndim != 2 or s.shape[1] != 2 or s.shape[0] == 0 or not np.all(np.isfinite(s)):
+        raise ParameterError("scores", f"<array of shape {s.shape}>", "an (m, 2) array of finite scores")
+    b = np.asarray(bits)
+    if b.shape != (s.shape[0],) or not np.all((b == 0) | (b == 1)):
+        raise ParameterError("bits", f"<array of shape {b.shape}>", f"an array of {s.shape[0]} zeros and ones")
+    return s, b.astype(bool)
+
+
+def procedure_epsilon(procedure: str, scores, bits, delta: float, alpha: float = 0.05) -> float:
+    """Lower bound on epsilon at confidence ``1 - alpha`` from pair scores ``(m, 2)`` and the
+    secret bits ``(m,)`` (1: ``z_i`` was inserted), by ``procedure``."""
+    p = PROCEDURES[check_choice(procedure, "procedure", PROCEDURES)]
+    s, b = _check_pairs(scores, bits)
+    return best_one_run_epsilon(p.statistic(s), b, delta, alpha, p.method, rule=p.rule)
+
+
+def perfect_epsilon(procedure: str, canaries: int, delta: float, alpha: float = 0.05) -> float:
+    """The bound that guessing every bit right gives with ``canaries`` slots: the most an
+    audit of that size can ever report at confidence ``1 - alpha``."""
+    m = check_count(canaries, "canaries")
+    bits = np.arange(m) % 2
+    perfect = np.stack([np.where(bits == 1, 1.0, -1.0), np.where(bits == 1, -1.0, 1.0)], axis=1)
+    return procedure_epsilon(procedure, perfect, bits, delta, alpha)
+
+
+def least_canaries(procedure: str, delta: float, alpha: float = 0.05, *, limit: int = 4096) -> int:
+    """The fewest canaries (up to ``limit``) whose perfect guesses give a positive bound.
+
+    With fewer an audit reports 0 at confidence ``1 - alpha`` whatever the training."""
+    check_choice(procedure, "procedure", PROCEDURES)
+    a = check_probability(alpha, "alpha")
+    for m in range(1, limit + 1):
+        if perfect_epsilon(procedure, m, delta, a) > 0.0:
+            return m
+    raise ParameterError("alpha", alpha, f"a level that {limit} canaries can reach")
+
+
+@dataclass(frozen=True)
+class ScoreSet:
+    """One set of canaries of an audit: its name (a kind), the score read, the scores (m, 2),
+    the secret bits (m,), and whether it is white-box gradient canaries (whose final-iterate
+    ceiling applies)."""
+
+    canaries: str
+    score: str
+    scores: np.ndarray
+    bits: np.ndarray
+    white_box: bool = False
+
+
+def bound_rows(sets: Sequence[ScoreSet], *, game: str, history: Sequence[Sequence[float]], delta: float,
+               alpha: float, procedures: Sequence[str] = tuple(PROCEDURES)) -> list[dict[str, Any]]:
+    """Rows of one audit: per (score set, procedure) the lower bound at confidence ``1 - alpha``,
+    the most its m canaries can show, the accountant's epsilon of the training (``history`` of
+    (sigma, q, steps), Opacus' format) under both adjacencies and the game's (``reference``),
+    and the final-iterate ceiling for white-box canaries of a one-setting training."""
+    from subaudit.accounting import epsilon_of_history
+    from subaudit.estimation.ceilings import final_iterate_epsilon
+
+    adjacency = ADJACENCY[check_choice(game, "game", GAMES)]
+    segments = [tuple(s) for s in history]
+    accountant = {adj: epsilon_of_history(segments, delta, adj).epsilon for adj in ADJACENCY.values()}
+    ceiling = None
+    if any(s.white_box for s in sets) and len(segments) == 1:
+        sigma, q, steps = segments[0]
+        ceiling = final_iterate_epsilon(sigma, q, int(steps), delta, adjacency)
+    rows = []
+    for s in sets:
+        for p in procedures:
+            rows.append({"canaries": s.canaries, "score": s.score, "procedure": p, "m": int(np.size(s.bits)),
+                         "epsilon": procedure_epsilon(p, s.scores, s.bits, delta, alpha),
+                         "perfect": perfect_epsilon(p, int(np.size(s.bits)), delta, alpha),
+                         "adjacency": adjacency, "reference": accountant[adjacency],
+                         "eps_add_remove": accountant["add-remove"], "eps_substitute": accountant["substitute"],
+                         "ceiling": ceiling if s.white_box else None})
+    return rows

@@ -1,0 +1,347 @@
+"""One-run audits of a user's own Opacus training, in both games.
+
+An auditor holds ``m`` canary slots, each with a record ``z_i`` and a twin ``z'_i``, and a
+secret fair bit ``b_i`` per slot (drawn from the audit's own seed, never from the
+training's):
+
+* *membership* game (add/remove): ``z_i`` is in the training set when ``b_i = 1``; ``z'_i``
+  never is (a held-out twin the pair procedure compares with);
+* *substitute* game: slot ``i`` holds ``z_i`` when ``b_i = 1`` and ``z'_i`` otherwise, the
+  substitute relation canary by canary (the pair game of Mahloujifar et al. 2024).
+
+Canaries enter through the dataset (:meth:`OneRunAudit.dataset`) *before*
+``PrivacyEngine.make_private``, so the Poisson sampling and the accounting are Opacus' own.
+White-box *gradient* canaries (:meth:`OneRunAudit.attach`) are Dirac vectors ``+-C e_j`` on
+``m`` coordinates, each Poisson-sampled at the loader's rate at every step and added to the
+clipped gradient sum inside the DP optimiser's step, before the noise (as
+dpsgd-auditbench's white-box step does); their score is the coordinate's total update.
+
+After training, :meth:`OneRunAudit.finish` scores the canaries from the released model
+(:data:`SCORES`), turns the scores into lower bounds on epsilon by each procedure of
+:mod:`subaudit.estimation.procedures`, and sets them beside the accountant's epsilon of the
+same training under the game's adjacency (eps_AR for membership, eps_S for substitute) and,
+for gradient canaries trained with one setting, the final-iterate ceiling.
+
+Usage (see ``examples/audit_opacus.py``)::
+
+    audit = OneRunAudit(pairs, game="substitute", seed=7)
+    audit.start(model)                       # checks the model, records initial losses
+    loader = DataLoader(audit.dataset(train), batch_size=256)
+    model, optimizer, loader = engine.make_private(module=model, optimizer=optimizer,
+        data_loader=loader, noise_multiplier=1.0, max_grad_norm=1.0)
+    ...  # train as usual
+    report = audit.finish(model, data_loader=loader, privacy_engine=engine)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from opacus.grad_sample import GradSampleModule
+from opacus.optimizers import DPOptimizer
+from opacus.validators import ModuleValidator
+
+from subaudit.accounting import epsilon_of_history
+from subaudit.estimation.procedures import (
+    ADJACENCY,
+    GAMES,
+    PROCEDURES,
+    ScoreSet,
+    bound_rows,
+    least_canaries,
+    perfect_epsilon,
+)
+from subaudit.integrations.opacus import is_poisson
+from subaudit.scenarios.deep import SCORES
+from subaudit.seeding import derive_seed
+from subaudit.validation import ParameterError, check_choice, check_count, check_probability
+
+__all__ = ["AuditError", "AuditReport", "CanaryDataset", "GradientCanaries",
+           "OneRunAudit", "draw_bits"]
+
+
+
+class AuditError(RuntimeError):
+    """The audit was used in a way that would void its guarantee."""
+
+
+def draw_bits(seed: int, slots: int, what: str = "input") -> np.ndarray:
+    """The secret fair bits (``0``/``1``, int64) of ``slots`` canary slots, from the audit's
+    seed alone (``what`` separates the input and gradient canaries' bits)."""
+    rng = np.random.default_rng(derive_seed(seed, "one-run-game", what))
+    return rng.integers(0, 2, size=check_count(slots, "slots"))
+
+
+class CanaryDataset(torch.utils.data.Dataset):
+    """The base records, then the inserted canary records in slot order."""
+
+    def __init__(self, base: Any, inserted: Sequence[Any]) -> None:
+        self.base = base
+        self.inserted = list(inserted)
+
+    def __len__(self) -> int:
+        return len(self.base) + len(self.inserted)
+
+    def __getitem__(self, index: int) -> Any:
+        n = len(self.base)
+        return self.base[index] if index < n else self.inserted[index - n]
+
+
+@dataclass
+class GradientCanaries:
+    """Dirac canaries on ``coordinates`` (flat indices over the optimiser's parameters):
+    what :meth:`OneRunAudit.attach` installs in a DP optimiser."""
+
+    coordinates: np.ndarray
+    signs: np.ndarray
+    sample_rate: float
+    clip: float
+    seed: int
+    initial: torch.Tensor = field(init=False)
+    draws: int = field(default=0, init=False)
+
+    def locate(self, params: Sequence[torch.Tensor]) -> list[tuple[torch.Tensor, np.ndarray, np.ndarray]]:
+        """(parameter, local flat indices, canary indices) for each parameter holding canaries."""
+        sizes = np.cumsum([0] + [p.numel() for p in params])
+        out = []
+        for k, p in enumerate(params):
+            inside = np.flatnonzero((self.coordinates >= sizes[k]) & (self.coordinates < sizes[k + 1]))
+            if inside.size:
+                out.append((p, self.coordinates[inside] - sizes[k], inside))
+        return out
+
+    def flat(self, params: Sequence[torch.Tensor]) -> torch.Tensor:
+        """The canary coordinates' current values."""
+        values = torch.empty(self.coordinates.size, dtype=torch.float64)
+        for p, local, which in self.locate(params):
+            values[torch.from_numpy(which)] = p.detach().reshape(-1)[torch.from_numpy(local)].double().cpu()
+        return values
+
+
+@dataclass(frozen=True)
+class AuditReport:
+    """What a one-run audit found: per (canaries, score, procedure) the lower bound, beside
+    the accountant's epsilon of the same training under the game's adjacency."""
+
+    game: str
+    adjacency: str
+    delta: float
+    alpha: float
+    rows: tuple[dict[str, Any], ...]
+    accountant: dict[str, float]
+    history: tuple[tuple[float, float, int], ...]
+
+    @property
+    def reference(self) -> float:
+        """The accountant's epsilon under the game's adjacency."""
+        return self.accountant[self.adjacency]
+
+    def table(self) -> Any:
+        """The rows as a pandas DataFrame."""
+        import pandas as pd
+
+        return pd.DataFrame(list(self.rows))
+
+    def __str__(self) -> str:
+        lines = [f"one-run audit, {self.game} game (adjacency {self.adjacency}), delta {self.delta:g}, "
+                 f"confidence {1 - self.alpha:g}; accountant: " +
+                 ", ".join(f"eps_{'AR' if k == 'add-remove' else 'S'} = {v:.4g}" for k, v in self.accountant.items())]
+        for r in self.rows:
+            ceiling = f", ceiling {r['ceiling']:.4g}" if r.get("ceiling") is not None else ""
+            lines.append(f"  {r['canaries']:<8} {r['score']:<9} {r['procedure']:<12} epsilon >= {r['epsilon']:.4g}"
+                         f" (m = {r['m']}, most possible {r['perfect']:.4g}{ceiling})")
+        return "\n".join(lines)
+
+
+class OneRunAudit:
+    """A one-run audit of one Opacus training (module docstring): the auditor's side.
+
+    ``canaries`` are ``(z_i, z'_i)`` pairs of records in the dataset's own item format;
+    ``gradient_canaries`` the number of white-box Dirac canaries (0: none). Too few canaries
+    for a positive bound at confidence ``1 - alpha`` by every procedure is an error.
+    """
+
+    def __init__(self, canaries: Sequence[tuple[Any, Any]] = (), *, game: str, seed: int,
+                 gradient_canaries: int = 0, delta: float = 1e-5, alpha: float = 0.05,
+                 procedures: Sequence[str] = tuple(PROCEDURES)) -> None:
+        self.game = check_choice(game, "game", GAMES)
+        self.seed = int(seed)
+        self.delta = check_probability(delta, "delta")
+        self.alpha = check_probability(alpha, "alpha")
+        self.procedures = tuple(check_choice(p, "procedures", PROCEDURES) for p in procedures)
+        if not self.procedures:
+            raise ParameterError("procedures", procedures, "one or more of " + ", ".join(PROCEDURES))
+        self.pairs = [tuple(pair) for pair in canaries]
+        if any(len(pair) != 2 for pair in self.pairs):
+            raise ParameterError("canaries", "<pairs>", "a sequence of (record, twin) pairs")
+        self.gradient_count = check_count(gradient_canaries, "gradient_canaries", 0)
+        for count, what in ((len(self.pairs), "canaries"), (self.gradient_count, "gradient_canaries")):
+            if count:
+                self._check_enough(count, what)
+        if not self.pairs and not self.gradient_count:
+            raise ParameterError("canaries", 0, "some canary pairs or gradient_canaries > 0")
+        self.bits = draw_bits(self.seed, len(self.pairs), "input") if self.pairs else np.zeros(0, np.int64)
+        self.gradient_bits = (draw_bits(self.seed, self.gradient_count, "gradient") if self.gradient_count
+                              else np.zeros(0, np.int64))
+        self._dataset: CanaryDataset | None = None
+        self._initial: np.ndarray | None = None
+        self._gradient: GradientCanaries | None = None
+
+    def _check_enough(self, count: int, what: str) -> None:
+        for p in self.procedures:
+            if perfect_epsilon(p, count, self.delta, self.alpha) <= 0.0:
+                need = least_canaries(p, self.delta, self.alpha)
+                raise ParameterError(what, count, f"at least {need} for a positive bound by {p} at confidence "
+                                                  f"{1 - self.alpha:g} (fewer can only ever report 0)")
+
+    # -- before training ------------------------------------------------------------------
+    def inserted(self) -> list[Any]:
+        """The canary records that go into training, in slot order."""
+        if self.game == "membership":
+            return [pair[0] for pair, b in zip(self.pairs, self.bits) if b]
+        return [pair[0] if b else pair[1] for pair, b in zip(self.pairs, self.bits)]
+
+    def dataset(self, base: Any) -> CanaryDataset:
+        """``base`` with this audit's inserted canaries: build the training loader on it."""
+        self._dataset = CanaryDataset(base, self.inserted())
+        return self._dataset
+
+    @staticmethod
+    def check_model(model: torch.nn.Module) -> None:
+        """AuditError if Opacus cannot train ``model`` privately (its ModuleValidator's errors)."""
+        inner = model._module if isinstance(model, GradSampleModule) else model
+        errors = ModuleValidator.validate(inner, strict=False)
+        if errors:
+            listed = "; ".join(str(e) for e in errors)
+            raise AuditError(f"Opacus cannot train this model privately: {listed}. "
+                             "opacus.validators.ModuleValidator.fix(model) replaces what it can.")
+
+    def start(self, model: torch.nn.Module, *, batch_size: int = 512) -> None:
+        """Check the model and record the canaries' losses at initialisation (for ``loss-drop``)."""
+        self.check_model(model)
+        if self.pairs:
+            self._initial = self._losses(model, batch_size)
+
+    def attach(self, optimizer: DPOptimizer, data_loader: Any, *,
+               coordinates: Sequence[int] | None = None) -> GradientCanaries:
+        """Install the gradient canaries in ``optimizer`` (after ``make_private``), on
+        ``coordinates`` (flat indices over ``optimizer.params``; default a seeded choice)."""
+        if not self.gradient_count:
+            raise ParameterError("gradient_canaries", 0, "> 0 to attach gradient canaries")
+        if not isinstance(optimizer, DPOptimizer):
+            raise AuditError("attach() needs the DPOptimizer that make_private returned")
+        self._check_loader(data_loader)
+        total = sum(p.numel() for p in optimizer.params)
+        m = self.gradient_count
+        if coordinates is None:
+            rng = np.random.default_rng(derive_seed(self.seed, "gradient-coordinates"))
+            coords = np.sort(rng.choice(total, size=m, replace=False))
+        else:
+            coords = np.asarray(coordinates, dtype=np.int64)
+            if coords.shape != (m,) or len(set(coords.tolist())) != m or coords.min() < 0 or coords.max() >= total:
+                raise ParameterError("coordinates", "<indices>", f"{m} distinct flat indices in [0, {total})")
+        signs = self.gradient_bits.astype(np.float64)
+        if self.game == "substitute":
+            signs = 2.0 * signs - 1.0
+        canaries = GradientCanaries(coords, signs, float(data_loader.sample_rate), float(optimizer.max_grad_norm),
+                                    derive_seed(self.seed, "gradient-draws"))
+        canaries.initial = canaries.flat(optimizer.params)
+        rng = np.random.default_rng(canaries.seed)
+        located = canaries.locate(optimizer.params)
+        original = optimizer.add_noise
+
+        def add_noise() -> None:  # the clipped sum is complete here, the noise not yet added
+            drawn = rng.random(m) < canaries.sample_rate
+            canaries.draws += 1
+            for p, local, which in located:
+                add = torch.from_numpy(canaries.signs[which] * drawn[which] * canaries.clip)
+                flat = p.summed_grad.view(-1)
+                flat.index_add_(0, torch.from_numpy(local).to(flat.device), add.to(flat.dtype).to(flat.device))
+            original()
+
+        optimizer.add_noise = add_noise
+        self._gradient = canaries
+        return canaries
+
+    # -- after training -------------------------------------------------------------------
+    def _losses(self, model: torch.nn.Module, batch_size: int) -> np.ndarray:
+        """Cross-entropy of every canary record (slot, member) under ``model``: (m, 2)."""
+        records = [r for pair in self.pairs for r in pair]
+        was = model.training
+        model.eval()
+        out = []
+        try:
+            with torch.no_grad():
+                for k in range(0, len(records), batch_size):
+                    chunk = records[k:k + batch_size]
+                    x = torch.stack([torch.as_tensor(r[0]) for r in chunk])
+                    y = torch.as_tensor([int(r[1]) for r in chunk])
+                    device = next(model.parameters()).device
+                    logits = model(x.to(device))
+                    out.append(torch.nn.functional.cross_entropy(logits, y.to(device), reduction="none").double().cpu())
+        finally:
+            model.train(was)
+        return torch.cat(out).numpy().reshape(len(self.pairs), 2)
+
+    def scores(self, model: torch.nn.Module, score: str = "loss", *, batch_size: int = 512) -> np.ndarray:
+        """Black-box scores (m, 2) of every canary record under the released ``model``."""
+        check_choice(score, "score", SCORES)
+        final = self._losses(model, batch_size)
+        if score == "loss":
+            return -final
+        if self._initial is None:
+            raise AuditError("score 'loss-drop' needs audit.start(model) before training")
+        return self._initial - final
+
+    def gradient_scores(self, optimizer: DPOptimizer) -> np.ndarray:
+        """White-box scores (m, 2): each canary coordinate's total descent (initial minus final
+        value; larger when ``+C e_j`` was drawn), and its negation for the twin ``-C e_j``."""
+        if self._gradient is None:
+            raise AuditError("no gradient canaries attached: call audit.attach(optimizer, data_loader)")
+        u = (self._gradient.initial - self._gradient.flat(optimizer.params)).numpy()
+        return np.stack([u, -u], axis=1)
+
+    def _check_loader(self, data_loader: Any) -> None:
+        if not is_poisson(data_loader):
+            raise AuditError("the data loader does not sample by Poisson sampling, which the accountant "
+                             "assumes: use the loader make_private(..., poisson_sampling=True) returns")
+
+    def verify(self, model: torch.nn.Module, data_loader: Any) -> None:
+        """AuditError unless ``model`` was trained by Opacus on this audit's dataset with
+        Poisson sampling (``data_loader``: the loader ``make_private`` returned)."""
+        self._check_loader(data_loader)
+        if self.pairs and (self._dataset is None or data_loader.dataset is not self._dataset):
+            raise AuditError("the canaries are not in the training data: build the loader on "
+                             "audit.dataset(base) before make_private, never insert canaries into batches")
+        if not isinstance(model, GradSampleModule):
+            raise AuditError("the model was not trained through make_private (not an Opacus GradSampleModule)")
+
+    def finish(self, model: torch.nn.Module, *, data_loader: Any, privacy_engine: Any,
+               optimizer: DPOptimizer | None = None, score: Sequence[str] = SCORES) -> AuditReport:
+        """Score the canaries, bound epsilon by each procedure and report it beside the
+        accountant's epsilon of this training (``privacy_engine.accountant.history``)."""
+        self.verify(model, data_loader)
+        history = tuple((float(s), float(q), int(t)) for s, q, t in privacy_engine.accountant.history)
+        if not history:
+            raise AuditError("the privacy engine's accountant has no steps: train before finish()")
+        sets: list[ScoreSet] = []
+        if self.pairs:
+            for s in score:
+                if check_choice(s, "score", SCORES) == "loss-drop" and self._initial is None:
+                    continue  # no initial losses recorded (audit.start not called)
+                sets.append(ScoreSet("input", s, self.scores(model, s), self.bits))
+        if self.gradient_count:
+            if optimizer is None:
+                raise AuditError("gradient canaries are scored from the optimiser: finish(..., optimizer=...)")
+            sets.append(ScoreSet("gradient", "update", self.gradient_scores(optimizer), self.gradient_bits, True))
+        rows = bound_rows(sets, game=self.game, history=history, delta=self.delta, alpha=self.alpha,
+                          procedures=self.procedures)
+        adjacency = ADJACENCY[self.game]
+        accountant = ({"add-remove": rows[0]["eps_add_remove"], "substitute": rows[0]["eps_substitute"]} if rows
+                      else {adj: epsilon_of_history(history, self.delta, adj).epsilon for adj in ADJACENCY.values()})
+        return AuditReport(self.game, adjacency, self.delta, self.alpha, tuple(rows), accountant, history)
+

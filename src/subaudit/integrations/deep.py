@@ -1,0 +1,351 @@
+"""One-run audits of deep networks trained with Opacus: the workflow's experiments.
+
+Two cases, as the canary-optimisation paper (its Tables 1 and 2):
+
+* ``scratch``: a network trained from its random initialisation with DP-SGD;
+* ``finetune``: the same network pretrained without privacy on public images (disjoint
+  from the private ones, as the paper pretrains on CINIC-10 without CIFAR-10), then every
+  layer fine-tuned with DP-SGD.
+
+One audit is one DP training (Opacus' ``make_private``, Poisson sampling) whose data hold
+the canaries of every input kind of :data:`subaudit.scenarios.deep.DEEP_KINDS` (each kind
+its own ``m`` slots, drawn from disjoint held-out images) and whose optimiser holds ``m``
+white-box gradient canaries: the kinds are compared on the same training, so their
+difference is not the noise of separate runs. Each kind's slots are a one-run audit of their
+own (the other canaries are part of the mechanism), bounded by each procedure of
+:mod:`subaudit.estimation.procedures` from each score of
+:data:`subaudit.integrations.audit.SCORES` (gradient canaries: their update).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from opacus import PrivacyEngine
+from torch.nn import functional as F
+from torch.utils.data import DataLoader, TensorDataset
+from tqdm.auto import tqdm
+
+from subaudit.artifacts import read_npz, write_npz
+from subaudit.data import Dataset, load
+from subaudit.estimation.procedures import ScoreSet, bound_rows
+from subaudit.integrations.audit import OneRunAudit
+from subaudit.integrations.networks import build
+from subaudit.scenarios.deep import CASES, DEEP_KINDS, Pairs, make_pairs
+from subaudit.seeding import derive_seed
+from subaudit.validation import ParameterError, check_choice, check_count
+
+__all__ = ["DeepAudit", "DeepData", "Training", "accuracy", "audit_examples", "audit_rows", "load_audit",
+           "load_canaries", "load_data", "load_weights", "make_canaries", "pretrain", "run_audit", "save_audit",
+           "save_canaries", "save_weights", "split_images", "train_private", "training_rate"]
+
+
+@dataclass(frozen=True)
+class DeepData:
+    """Disjoint image sets (float32 (N, C, H, W) in [0, 1], int64 labels): the private
+    training set, the held-out canary pool, public images (pretraining and the
+    metagradient proxy) and a test set."""
+
+    train: tuple[torch.Tensor, torch.Tensor]
+    pool: tuple[torch.Tensor, torch.Tensor]
+    public: tuple[torch.Tensor, torch.Tensor]
+    test: tuple[torch.Tensor, torch.Tensor]
+    classes: int
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(channels, side) of the images."""
+        return int(self.train[0].shape[1]), int(self.train[0].shape[2])
+
+
+def _images(x: np.ndarray) -> torch.Tensor:
+    t = torch.from_numpy(np.ascontiguousarray(x)).float() / 255.0
+    return t.unsqueeze(1) if t.ndim == 3 else t.permute(0, 3, 1, 2).contiguous()
+
+
+def split_images(ds: Dataset, sizes: Mapping[str, int], seed: int) -> DeepData:
+    """Disjoint ``train``, ``pool``, ``public`` and ``test`` rows of an image dataset (a seeded
+    permutation; sizes by name)."""
+    if ds.family != "image":
+        raise ParameterError("source", ds.source, "an image source")
+    names = ("train", "pool", "public", "test")
+    counts = [check_count(sizes[k], f"sizes.{k}") for k in names]
+    if sum(counts) > len(ds):
+        raise ParameterError("sizes", dict(sizes), f"at most {len(ds)} images in all ({ds.source})")
+    order = np.random.default_rng(derive_seed(seed, "deep-split", ds.source)).permutation(len(ds))
+    parts, start = {}, 0
+    for k, c in zip(names, counts):
+        rows = np.sort(order[start:start + c])
+        parts[k] = (_images(ds.x[rows]), torch.from_numpy(ds.y[rows]))
+        start += c
+    return DeepData(classes=ds.classes, **parts)
+
+
+def load_data(archive: str, source: str, sizes: Mapping[str, int], seed: int) -> DeepData:
+    """The deep-network audits' image sets from a source's verified archive."""
+    return split_images(load(source, archive), sizes, seed)
+
+
+def make_canaries(data: DeepData, kinds: Sequence[str], count: int, *, seed: int,
+                  metagradient: Mapping[str, Any] | None = None, progress: bool = False) -> dict[str, Pairs]:
+    """Each input kind's ``count`` pairs, from its own block of ``2 count`` pool images (the
+    kinds share no image); the metagradient kind optimises against the public images."""
+    pool_x, pool_y = data.pool
+    need = 2 * check_count(count, "canaries")
+    if need * len(kinds) > len(pool_y):
+        raise ParameterError("sizes.pool", len(pool_y), f"at least {need * len(kinds)} images for {len(kinds)} kinds")
+    out = {}
+    for k, kind in enumerate(kinds):
+        block = slice(k * need, (k + 1) * need)
+        extra = {"public": data.public, "options": metagradient, "progress": progress} if kind == "metagradient" else {}
+        out[kind] = make_pairs(kind, pool_x[block], pool_y[block], count, classes=data.classes,
+                               seed=derive_seed(seed, "deep-kind", kind), **extra)
+    return out
+
+
+def save_canaries(path: str, pairs: Mapping[str, Pairs]) -> None:
+    """Every kind's pairs in one checksummed npz (``<kind>_x``, ``<kind>_y``)."""
+    arrays = {}
+    for kind, p in pairs.items():
+        arrays[f"{kind}_x"], arrays[f"{kind}_y"] = p.x.numpy(), p.y.numpy()
+    write_npz(path, **arrays)
+
+
+def load_canaries(path: str) -> dict[str, Pairs]:
+    """What :func:`save_canaries` wrote, kinds in their saved order."""
+    arrays = read_npz(path)
+    kinds = [k[:-2] for k in arrays if k.endswith("_x")]
+    return {k: Pairs(torch.from_numpy(arrays[f"{k}_x"]), torch.from_numpy(arrays[f"{k}_y"])) for k in kinds}
+
+
+def save_weights(path: str, state: Mapping[str, torch.Tensor]) -> None:
+    """A network's state dict as a checksummed npz (byte-identical for identical weights)."""
+    write_npz(path, **{k: v.detach().cpu().numpy() for k, v in state.items()})
+
+
+def load_weights(path: str) -> dict[str, torch.Tensor]:
+    """What :func:`save_weights` wrote."""
+    return {k: torch.from_numpy(v) for k, v in read_npz(path).items()}
+
+
+def accuracy(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int = 1024) -> float:
+    """Share of ``x`` that ``model`` classifies right."""
+    was = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            right = sum(int((model(x[k:k + batch]).argmax(1) == y[k:k + batch]).sum())
+                        for k in range(0, len(y), batch))
+    finally:
+        model.train(was)
+    return right / len(y)
+
+
+def pretrain(network: str, data: DeepData, *, epochs: int, batch: int, lr: float, seed: int,
+             progress: bool = False) -> dict[str, torch.Tensor]:
+    """Non-private pretraining of ``network`` on the public images (SGD with momentum 0.9):
+    the starting point of the ``finetune`` case."""
+    channels, side = data.shape
+    model = build(network, classes=data.classes, channels=channels, size=side, seed=derive_seed(seed, "pretrain-init"))
+    x, y = data.public
+    gen = torch.Generator().manual_seed(derive_seed(seed, "pretrain-order"))
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    for _ in tqdm(range(check_count(epochs, "epochs")), desc="pretrain", disable=not progress):
+        order = torch.randperm(len(y), generator=gen)
+        for k in range(0, len(y), batch):
+            rows = order[k:k + batch]
+            opt.zero_grad()
+            F.cross_entropy(model(x[rows]), y[rows]).backward()
+            opt.step()
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+@dataclass(frozen=True)
+class Training:
+    """The DP training of one audit: Opacus' settings (params.yaml ``deep.cases.<case>``)."""
+
+    steps: int
+    batch: int
+    lr: float
+    momentum: float
+    noise_multiplier: float
+    clip: float
+
+
+@dataclass(frozen=True)
+class DeepAudit:
+    """One audit: the scores (m, 2) and secret bits of each canary kind (scores by kind, then
+    score), its training's history of (sigma, q, steps) for the accountant, a description
+    (case, game, repeat, settings, test accuracy, examples processed) and the seconds of
+    training (for logs only, never in versioned results)."""
+
+    scores: dict[str, dict[str, np.ndarray]]
+    bits: dict[str, np.ndarray]
+    history: tuple[tuple[float, float, int], ...]
+    info: dict[str, Any]
+    seconds: float
+
+
+def train_private(model: torch.nn.Module, audit: OneRunAudit, base: TensorDataset, training: Training, *,
+                  seed: int, gradient: bool, device: str = "cpu",
+                  progress: bool = False) -> tuple[Any, Any, Any, PrivacyEngine, int]:
+    """Train ``model`` (on ``device``) with Opacus on ``audit.dataset(base)`` for
+    ``training.steps`` Poisson batches; returns the private model, optimiser, loader, engine
+    and the examples processed."""
+    model.to(device)
+    audit.start(model)
+    loader = DataLoader(audit.dataset(base), batch_size=training.batch,
+                        generator=torch.Generator().manual_seed(derive_seed(seed, "dp-sampling")))
+    engine = PrivacyEngine(accountant="prv")
+    optimizer = torch.optim.SGD(model.parameters(), lr=training.lr, momentum=training.momentum)
+    model, optimizer, loader = engine.make_private(
+        module=model, optimizer=optimizer, data_loader=loader, noise_multiplier=training.noise_multiplier,
+        max_grad_norm=training.clip, poisson_sampling=True,
+        noise_generator=torch.Generator(device=device).manual_seed(derive_seed(seed, "dp-noise")))
+    if gradient:
+        audit.attach(optimizer, loader)
+    step, examples = 0, 0
+    with tqdm(total=training.steps, desc="DP training", disable=not progress) as bar:
+        while step < training.steps:
+            for xb, yb in loader:
+                if step == training.steps:
+                    break
+                optimizer.zero_grad()
+                F.cross_entropy(model(xb.to(device)), yb.to(device)).backward()
+                optimizer.step()
+                step += 1
+                examples += len(yb)
+                bar.update()
+    return model, optimizer, loader, engine, examples
+
+
+def run_audit(case: str, game: str, repeat: int, *, data: DeepData, pairs: Mapping[str, Pairs], network: str,
+              training: Training, gradient_canaries: int, init: Mapping[str, torch.Tensor] | None,
+              scores: Sequence[str], seed: int, device: str = "cpu", progress: bool = False) -> DeepAudit:
+    """One audit: one DP training of ``network`` holding every kind's canaries (``pairs``)
+    and ``gradient_canaries`` white-box ones; their scores and secret bits kind by kind
+    (bounds: :func:`audit_rows`, so that a change of delta, alpha or procedure retrains nothing)."""
+    check_choice(case, "case", CASES)
+    if (case == "finetune") != (init is not None):
+        raise ParameterError("init", "given" if init is not None else None,
+                             "pretrained weights for finetune, none for scratch")
+    key = (case, game, int(repeat))
+    channels, side = data.shape
+    model = build(network, classes=data.classes, channels=channels, size=side,
+                  seed=derive_seed(seed, "deep-init", *key))
+    if init is not None:
+        model.load_state_dict(init)
+    kinds = list(pairs)
+    records = [((pairs[k].x[i, 0], pairs[k].y[i, 0]), (pairs[k].x[i, 1], pairs[k].y[i, 1]))
+               for k in kinds for i in range(pairs[k].count)]
+    audit = OneRunAudit(records, game=game, seed=derive_seed(seed, "deep-game", *key),
+                        gradient_canaries=gradient_canaries)
+    start = time.perf_counter()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(derive_seed(seed, "deep-train", *key))
+        model, optimizer, loader, engine, examples = train_private(
+            model, audit, TensorDataset(*data.train), training, seed=derive_seed(seed, "deep-train", *key),
+            gradient=gradient_canaries > 0, device=device, progress=progress)
+    seconds = time.perf_counter() - start
+    audit.verify(model, loader)
+    by_score = {s: audit.scores(model, s) for s in scores}
+    kept_scores: dict[str, dict[str, np.ndarray]] = {}
+    kept_bits: dict[str, np.ndarray] = {}
+    offset = 0
+    for k in kinds:
+        m = pairs[k].count
+        kept_bits[k] = audit.bits[offset:offset + m]
+        kept_scores[k] = {s: by_score[s][offset:offset + m] for s in scores}
+        offset += m
+    if gradient_canaries:
+        kept_scores["gradient"] = {"update": audit.gradient_scores(optimizer)}
+        kept_bits["gradient"] = audit.gradient_bits
+    history = tuple((float(s), float(q), int(t)) for s, q, t in engine.accountant.history)
+    info = {"case": case, "game": game, "repeat": int(repeat), "steps": training.steps,
+            "noise_multiplier": training.noise_multiplier, "sample_rate": history[0][1],
+            "test_accuracy": accuracy(model, data.test[0].to(device), data.test[1].to(device)),
+            "examples": examples}
+    return DeepAudit(kept_scores, kept_bits, history, info, seconds)
+
+
+def save_audit(path: str, audit: DeepAudit) -> None:
+    """An audit's scores, bits, history and description as one checksummed npz."""
+    arrays = {"history": np.asarray(audit.history, dtype=float), "info": np.asarray(json.dumps(audit.info))}
+    for kind, by_score in audit.scores.items():
+        arrays[f"{kind}.bits"] = audit.bits[kind]
+        for score, values in by_score.items():
+            arrays[f"{kind}.{score}"] = values
+    write_npz(path, **arrays)
+
+
+def load_audit(path: str) -> DeepAudit:
+    """What :func:`save_audit` wrote (seconds are not saved: NaN)."""
+    arrays = read_npz(path)
+    scores: dict[str, dict[str, np.ndarray]] = {}
+    bits: dict[str, np.ndarray] = {}
+    for name, values in arrays.items():
+        if "." not in name:
+            continue
+        kind, what = name.split(".", 1)
+        if what == "bits":
+            bits[kind] = values
+        else:
+            scores.setdefault(kind, {})[what] = values
+    history = tuple((float(s), float(q), int(t)) for s, q, t in arrays["history"])
+    return DeepAudit(scores, bits, history, json.loads(str(arrays["info"])), float("nan"))
+
+
+def audit_rows(audit: DeepAudit, *, delta: float, alpha: float, procedures: Sequence[str]) -> list[dict[str, Any]]:
+    """An audit's rows (per kind, score and procedure: the bound, beside the accountant's
+    epsilon of its training and, for gradient canaries, the ceiling), with its description."""
+    sets = [ScoreSet(kind, score, values, audit.bits[kind], DEEP_KINDS[kind].white_box)
+            for kind, by_score in audit.scores.items() for score, values in by_score.items()]
+    rows = bound_rows(sets, game=audit.info["game"], history=audit.history, delta=delta, alpha=alpha,
+                      procedures=procedures)
+    described = {k: v for k, v in audit.info.items() if k != "examples"}
+    return [{**described, "kind": r.pop("canaries"), **r} for r in rows]
+
+
+def training_rate(network: str, *, classes: int, channels: int, side: int, batch: int, steps: int = 5,
+                  device: str = "cpu") -> float:
+    """Examples per second of Opacus' DP-SGD on ``network`` at ``batch`` on ``device``
+    (random images, after one warm-up step): what the cost of an audit scales with."""
+    model = build(network, classes=classes, channels=channels, size=side, seed=0).to(device)
+    n = batch * 4
+    loader = DataLoader(TensorDataset(torch.rand(n, channels, side, side), torch.randint(0, classes, (n,))),
+                        batch_size=batch)
+    engine = PrivacyEngine(accountant="prv")
+    model, optimizer, loader = engine.make_private(module=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+                                                   data_loader=loader, noise_multiplier=1.0, max_grad_norm=1.0)
+    done, seconds, start = 0, 0.0, None
+    while done <= check_count(steps, "steps"):
+        for xb, yb in loader:
+            if done > steps:
+                break
+            if done == 1:  # the first step warms up
+                if device.startswith("cuda"):
+                    torch.cuda.synchronize()
+                start, examples = time.perf_counter(), 0
+            optimizer.zero_grad()
+            F.cross_entropy(model(xb.to(device)), yb.to(device)).backward()
+            optimizer.step()
+            if done >= 1:
+                examples += len(yb)
+            done += 1
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - start
+    return examples / seconds
+
+
+def audit_examples(deep_params: Mapping[str, Any]) -> dict[str, int]:
+    """Examples the DP trainings of a ``deep`` configuration process, per case (all its
+    audits: games x repeats, each steps x batch in expectation)."""
+    audits = len(deep_params["games"]) * int(deep_params["repeats"])
+    return {case: audits * int(c["steps"]) * int(c["batch"]) for case, c in deep_params["cases"].items()}

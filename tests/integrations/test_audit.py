@@ -1,0 +1,146 @@
+"""One-run audits of Opacus training (subaudit.integrations.audit): the games, gradient
+canaries against their closed-form sign accuracy, and the errors of bad use."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from opacus import PrivacyEngine
+from scipy import stats
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from subaudit.integrations.audit import AuditError, OneRunAudit, draw_bits
+from subaudit.validation import ParameterError
+
+pytestmark = [pytest.mark.filterwarnings("ignore:Full backward hook"),
+              pytest.mark.filterwarnings("ignore:Secure RNG")]
+
+
+def _pairs(m: int, d: int = 4) -> list:
+    x = torch.arange(2 * m * d, dtype=torch.float32).reshape(2 * m, d)
+    return [((x[2 * i], torch.tensor(0)), (x[2 * i + 1], torch.tensor(1))) for i in range(m)]
+
+
+def test_bits_are_fair_coins_from_the_audit_seed_alone():
+    m = 20_000
+    bits = OneRunAudit(_pairs(m, 1), game="membership", seed=3).bits
+    # inclusion rate 1/2: a two-sided binomial test at 1e-4 (fails by chance once in 10,000 seeds)
+    assert stats.binomtest(int(bits.sum()), m, 0.5).pvalue > 1e-4
+    # neighbours are independent: pairs of consecutive bits are uniform over the 4 patterns
+    pattern = np.bincount(2 * bits[:-1:2] + bits[1::2], minlength=4)
+    assert stats.chisquare(pattern).pvalue > 1e-4
+    # the training's seeds do not enter: global torch and numpy states leave the bits alone
+    torch.manual_seed(99)
+    np.random.seed(99)
+    again = OneRunAudit(_pairs(m, 1), game="membership", seed=3).bits
+    assert np.array_equal(bits, again) and np.array_equal(bits, draw_bits(3, m))
+    assert not np.array_equal(bits, OneRunAudit(_pairs(m, 1), game="membership", seed=4).bits)
+
+
+@pytest.mark.parametrize("game", ["membership", "substitute"])
+def test_games_insert_the_right_records(game):
+    m, n = 400, 50
+    pairs = _pairs(m)
+    audit = OneRunAudit(pairs, game=game, seed=11)
+    base = TensorDataset(torch.full((n, 4), -1.0), torch.zeros(n, dtype=torch.long))
+    data = audit.dataset(base)
+    inserted = {tuple(data[i][0].tolist()) for i in range(n, len(data))}
+    for (z, twin), b in zip(pairs, audit.bits):
+        has_z, has_twin = tuple(z[0].tolist()) in inserted, tuple(twin[0].tolist()) in inserted
+        if game == "membership":  # z_i with probability 1/2, its twin never
+            assert (has_z, has_twin) == (bool(b), False)
+        else:  # exactly one member of every pair
+            assert (has_z, has_twin) == (bool(b), not b)
+    assert len(data) == n + (int(audit.bits.sum()) if game == "membership" else m)
+    assert all(torch.equal(data[i][0], base[i][0]) for i in range(n))
+
+
+def _linear_training(audit: OneRunAudit, *, n: int, zero: int, steps: int, batch: int, sigma: float, lr: float,
+                     poisson: bool = True, wrap: bool = True):
+    """A linear classifier on n records whose last ``zero`` input features are always 0: the
+    weights of those features get no gradient from any record."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.cat([torch.randn(n, 4, generator=g), torch.zeros(n, zero)], dim=1)
+    y = (x[:, 0] > 0).long()
+    model = nn.Linear(4 + zero, 2)
+    audit.start(model)
+    loader = DataLoader(audit.dataset(TensorDataset(x, y)), batch_size=batch)
+    engine = PrivacyEngine(accountant="prv")
+    model, opt, loader = engine.make_private(
+        module=model, optimizer=torch.optim.SGD(model.parameters(), lr=lr), data_loader=loader,
+        noise_multiplier=sigma, max_grad_norm=1.0, poisson_sampling=poisson,
+        noise_generator=torch.Generator().manual_seed(1))
+    return model, opt, loader, engine
+
+
+def _untouched(zero: int) -> np.ndarray:
+    """Flat indices of nn.Linear(4 + zero, 2)'s weights on the always-zero features."""
+    cols = np.arange(4, 4 + zero)
+    return np.sort(np.concatenate([cols, (4 + zero) + cols]))
+
+
+def test_gradient_canaries_match_the_binomial_sign_accuracy():
+    """Score of canary i = s_i C K_i + N(0, T sigma^2 C^2) up to a positive factor, with
+    K_i ~ Binomial(T, q) its draws and s_i = +-1, on coordinates no record touches, so
+    P(sign right) = sum_k Binom(k; T, q) Phi(k / (sigma sqrt(T))) (k = 0: 1/2)."""
+    zero, steps, sigma, n, batch = 1000, 40, 1.5, 400, 80
+    m = 2 * zero
+    audit = OneRunAudit(game="substitute", seed=5, gradient_canaries=m)
+    model, opt, loader, engine = _linear_training(audit, n=n, zero=zero, steps=steps, batch=batch, sigma=sigma, lr=0.5)
+    canaries = audit.attach(opt, loader, coordinates=_untouched(zero))
+    q = canaries.sample_rate
+    assert q == pytest.approx(1 / np.ceil(n / batch))
+    step = 0
+    while step < steps:
+        for xb, yb in loader:
+            if step == steps:
+                break
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(xb), yb).backward()
+            opt.step()
+            step += 1
+    assert canaries.draws == steps
+    scores = audit.gradient_scores(opt)
+    assert np.array_equal(scores[:, 1], -scores[:, 0])
+    right = np.mean((scores[:, 0] > 0) == (audit.gradient_bits == 1))
+    k = np.arange(steps + 1)
+    predicted = float(np.sum(stats.binom.pmf(k, steps, q) * stats.norm.cdf(k / (sigma * np.sqrt(steps)))))
+    se = np.sqrt(predicted * (1 - predicted) / m)
+    assert abs(right - predicted) < 4 * se, (right, predicted)
+    # and the report: bounds, the accountant's epsilon of this training, the ceiling
+    report = audit.finish(model, data_loader=loader, privacy_engine=engine, optimizer=opt)
+    assert report.history == ((sigma, pytest.approx(q), steps),)
+    assert report.reference == report.accountant["substitute"] > report.accountant["add-remove"]
+    for row in report.rows:
+        assert row["canaries"] == "gradient" and 0 < row["epsilon"] <= row["ceiling"] <= report.reference
+
+
+def test_bad_use_is_named():
+    with pytest.raises(ParameterError, match="canaries"):  # too few for 95% by any procedure
+        OneRunAudit(_pairs(4), game="substitute", seed=0)
+    with pytest.raises(ParameterError, match="game"):
+        OneRunAudit(_pairs(64), game="attribute", seed=0)
+    with pytest.raises(AuditError, match="ModuleValidator"):  # a model Opacus cannot train privately
+        OneRunAudit(_pairs(64), game="substitute", seed=0).start(nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4)))
+    audit = OneRunAudit(_pairs(64, 4 + 8), game="membership", seed=0, gradient_canaries=64)
+    model, opt, loader, engine = _linear_training(audit, n=64, zero=8, steps=1, batch=16, sigma=1.0, lr=0.1,
+                                                  poisson=False)
+    with pytest.raises(AuditError, match="Poisson"):
+        audit.attach(opt, loader)
+    with pytest.raises(AuditError, match="Poisson"):
+        audit.finish(model, data_loader=loader, privacy_engine=engine)
+    # canaries outside the dataset: a loader over the bare base data
+    audit = OneRunAudit(_pairs(64, 12), game="membership", seed=0)
+    model, opt, loader, engine = _linear_training(audit, n=64, zero=8, steps=1, batch=16, sigma=1.0, lr=0.1)
+    other = DataLoader(TensorDataset(torch.zeros(8, 12), torch.zeros(8, dtype=torch.long)), batch_size=4)
+    net = nn.Linear(12, 2)
+    _, _, other = PrivacyEngine().make_private(module=net, optimizer=torch.optim.SGD(net.parameters(), lr=0.1),
+                                               data_loader=other, noise_multiplier=1.0, max_grad_norm=1.0)
+    with pytest.raises(AuditError, match="not in the training data"):
+        audit.finish(model, data_loader=other, privacy_engine=engine)
+    with pytest.raises(AuditError, match="make_private"):
+        audit.finish(nn.Linear(12, 2), data_loader=loader, privacy_engine=engine)
+    with pytest.raises(AuditError, match="no steps"):
+        audit.finish(model, data_loader=loader, privacy_engine=engine)

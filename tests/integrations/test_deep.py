@@ -1,0 +1,138 @@
+"""Deep-network audits (subaudit.integrations.deep, .networks; subaudit.scenarios.deep): the
+networks, the canary kinds, one audit end to end, and its determinism."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from opacus.validators import ModuleValidator
+
+from subaudit.data import Dataset
+from subaudit.estimation.procedures import PROCEDURES, procedure_epsilon
+from subaudit.integrations import deep
+from subaudit.integrations.networks import NETWORKS, build, parameter_count
+from subaudit.scenarios.deep import DEEP_KINDS, NETWORK_NAMES, SCORES, make_pairs
+from subaudit.validation import ParameterError
+
+pytestmark = [pytest.mark.filterwarnings("ignore:Full backward hook"),
+              pytest.mark.filterwarnings("ignore:Secure RNG")]
+
+METAGRADIENT = {"metasteps": 2, "canary_lr": 0.05, "width": 4, "steps": 3, "batch": 32, "lr": 0.5, "base": 64}
+
+
+def test_networks_are_the_papers_and_opacus_can_train_them():
+    assert set(NETWORKS) == set(NETWORK_NAMES)
+    cnn = build("sample-convnet", classes=10, channels=1, size=28, seed=0)
+    wrn = build("wrn-16-4", classes=10, channels=3, size=32, seed=0)
+    # Opacus' MNIST example network has 26,010 parameters; WRN-16-4 about 2.7M (De et al. 2022)
+    assert parameter_count(cnn) == 26_010 and 2_700_000 < parameter_count(wrn) < 2_800_000
+    assert ModuleValidator.validate(cnn, strict=False) == [] == ModuleValidator.validate(wrn, strict=False)
+    assert cnn(torch.rand(3, 1, 28, 28)).shape == (3, 10) and wrn(torch.rand(2, 3, 32, 32)).shape == (2, 10)
+    again = build("sample-convnet", classes=10, channels=1, size=28, seed=0)
+    assert all(torch.equal(a, b) for a, b in zip(cnn.parameters(), again.parameters()))
+
+
+@pytest.fixture(scope="module")
+def data() -> deep.DeepData:
+    """Synthetic 28x28 'images': class c is a bright square at position c, plus noise."""
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 10, 900)
+    x = rng.integers(0, 60, size=(900, 28, 28)).astype(np.uint8)
+    for i, c in enumerate(y):
+        x[i, 2 * c:2 * c + 8, 2 * c:2 * c + 8] = 250
+    return deep.split_images(Dataset("image", x, y, 10, "synthetic"),
+                             {"train": 400, "pool": 192, "public": 200, "test": 100}, seed=1)
+
+
+def test_split_is_disjoint_and_sized(data):
+    parts = [data.train, data.pool, data.public, data.test]
+    assert [len(p[1]) for p in parts] == [400, 192, 200, 100] and data.shape == (1, 28)
+    assert all(float(p[0].min()) >= 0 and float(p[0].max()) <= 1 for p in parts)
+    with pytest.raises(ParameterError, match="sizes"):
+        deep.split_images(Dataset("image", np.zeros((10, 28, 28), np.uint8), np.zeros(10, np.int64), 10, "s"),
+                          {"train": 8, "pool": 2, "public": 1, "test": 1}, seed=0)
+
+
+def test_canary_kinds_draw_disjoint_pool_images(data):
+    kinds = [k for k, e in DEEP_KINDS.items() if not e.white_box]
+    pairs = deep.make_canaries(data, kinds, 32, seed=3, metagradient=METAGRADIENT)
+    pool_x, pool_y = data.pool
+    rows = {}
+    for kind in ("random", "mislabeled"):
+        p = pairs[kind]
+        assert p.x.shape == (32, 2, 1, 28, 28) and p.y.shape == (32, 2)
+        # each record is a pool image; find which
+        flat = p.x.reshape(64, -1)
+        match = (flat[:, None, :] == pool_x.reshape(len(pool_x), -1)[None]).all(-1)
+        assert bool(match.any(1).all())
+        rows[kind] = set(match.float().argmax(1).tolist())
+        truth = pool_y[match.float().argmax(1)].reshape(32, 2)
+        assert torch.equal(p.y, truth) if kind == "random" else bool((p.y != truth).all())
+    assert not rows["random"] & rows["mislabeled"]
+    meta = pairs["metagradient"]
+    assert meta.x.shape == (32, 2, 1, 28, 28) and float(meta.x.min()) >= 0 and float(meta.x.max()) <= 1
+    with pytest.raises(ParameterError, match="kind"):
+        make_pairs("gradient", pool_x, pool_y, 4, classes=10, seed=0)
+    with pytest.raises(ParameterError, match="pool"):
+        deep.make_canaries(data, kinds, 64, seed=3, metagradient=METAGRADIENT)
+
+
+def _audit(data, pairs, game, case="scratch", init=None, threads=None):
+    training = deep.Training(steps=6, batch=64, lr=1.0, momentum=0.0, noise_multiplier=1.0, clip=1.0)
+    if threads:
+        torch.set_num_threads(threads)
+    return deep.run_audit(case, game, 0, data=data, pairs=pairs, network="sample-convnet", training=training,
+                          gradient_canaries=32, init=init, scores=list(SCORES), seed=11)
+
+
+def _rows(audit):
+    return deep.audit_rows(audit, delta=1e-5, alpha=0.05, procedures=list(PROCEDURES))
+
+
+def test_an_audit_reports_every_kind_score_and_procedure_deterministically(data, tmp_path):
+    pairs = deep.make_canaries(data, ["random", "mislabeled"], 32, seed=3)
+    first = _audit(data, pairs, "substitute", threads=2)
+    rows = _rows(first)
+    kinds = {(r["kind"], r["score"], r["procedure"]) for r in rows}
+    assert kinds == {(k, s, p) for k in ("random", "mislabeled") for s in SCORES for p in PROCEDURES} | {
+        ("gradient", "update", p) for p in PROCEDURES}
+    for r in rows:
+        assert r["adjacency"] == "substitute" and 0 <= r["epsilon"] <= r["perfect"]
+        assert (r["ceiling"] is not None) == (r["kind"] == "gradient")
+        assert r["eps_substitute"] == r["reference"] > r["eps_add_remove"] > 0
+        assert (r["case"], r["game"], r["repeat"], r["steps"]) == ("scratch", "substitute", 0, 6)
+    # the examples processed are Opacus' Poisson batches: about steps x batch
+    assert 6 * 64 * 0.5 < first.info["examples"] < 6 * 64 * 1.5
+    again = _audit(data, pairs, "substitute", threads=1)
+    assert _rows(again) == rows and again.info == first.info  # same seed, same numbers, one thread or two
+    # saved and read back: the same rows (seconds are not saved)
+    deep.save_audit(tmp_path / "a.npz", first)
+    assert _rows(deep.load_audit(tmp_path / "a.npz")) == rows
+    member = _rows(_audit(data, pairs, "membership"))
+    assert {r["adjacency"] for r in member} == {"add-remove"}
+
+
+def test_an_audit_recomputes_from_its_scores(data):
+    """The rows' bounds are the procedures applied to the audit's own scores and bits."""
+    pairs = deep.make_canaries(data, ["mislabeled"], 48, seed=4)
+    audit = _audit(data, pairs, "membership")
+    rows = _rows(audit)
+    row = next(r for r in rows if r["kind"] == "mislabeled" and r["score"] == "loss" and r["procedure"] == "steinke")
+    scores, bits = audit.scores["mislabeled"]["loss"], audit.bits["mislabeled"]
+    assert scores.shape == (48, 2) and bits.shape == (48,)
+    assert row["epsilon"] == procedure_epsilon("steinke", scores, bits, 1e-5)
+    grad = next(r for r in rows if r["kind"] == "gradient" and r["procedure"] == "mahloujifar")
+    assert grad["epsilon"] == procedure_epsilon("mahloujifar", audit.scores["gradient"]["update"],
+                                                audit.bits["gradient"], 1e-5)
+
+
+def test_finetune_needs_weights_and_scratch_refuses_them(data):
+    pairs = deep.make_canaries(data, ["random"], 16, seed=3)
+    state = deep.pretrain("sample-convnet", data, epochs=1, batch=64, lr=0.05, seed=2)
+    with pytest.raises(ParameterError, match="init"):
+        _audit(data, pairs, "substitute", case="finetune")
+    with pytest.raises(ParameterError, match="init"):
+        _audit(data, pairs, "substitute", case="scratch", init=state)
+    tuned = _audit(data, pairs, "substitute", case="finetune", init=state)
+    assert tuned.info["test_accuracy"] > 0.3  # the pretrained network starts far above chance (0.1)

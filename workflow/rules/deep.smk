@@ -1,0 +1,140 @@
+# Phase: one-run audits of deep networks trained with Opacus (beyond the paper).  The image
+# source is split into a private training set, a held-out canary pool, public images and a
+# test set; every input canary kind is made once (the metagradient kind optimised through a
+# proxy CNN's non-private training); a network is pretrained on the public images for the
+# fine-tuning case; then each audit is one DP training (Opacus, Poisson sampling) holding
+# every kind's canaries, per case, game and repeat.  The figure and the report's table are
+# shaped like Table 2 of the canary-optimisation paper.
+
+DEEP = config["deep"]
+
+
+if DEEP["source"] is not None:  # null: no deep-network audits
+
+    DEEP_SEED = S.seed(config["seed"], "deep", {})
+    DEEP_ARCHIVE = f"data/raw/{DEEP['source']}/{SOURCES[DEEP['source']].filename}"
+    DEEP_INPUT_KINDS = [k for k in DEEP["kinds"] if not DEEP_KINDS[k].white_box]
+    DEEP_AUDITS = expand("results/deep/audits/{case}_{game}_{repeat}.npz", case=list(DEEP["cases"]),
+                         game=DEEP["games"], repeat=range(DEEP["repeats"]))
+
+    localrules:
+        deep_figure,
+
+    rule deep_canaries:
+        """Every input canary kind's pairs from the held-out pool (metagradient: optimised)."""
+        input:
+            DEEP_ARCHIVE,
+        output:
+            "results/deep/canaries.npz",
+        params:
+            source=DEEP["source"],
+            sizes=DEEP["sizes"],
+            canaries=DEEP["canaries"],
+            kinds=DEEP_INPUT_KINDS,
+            metagradient=DEEP["metagradient"] if "metagradient" in DEEP["kinds"] else None,
+            seed=DEEP_SEED,
+        threads: 2
+        priority: UNLOCKS
+        log:
+            "logs/deep/canaries.log",
+        benchmark:
+            "logs/benchmarks/deep/canaries.tsv"
+        resources:
+            mem_mb=3000,
+            runtime=30,
+        conda:
+            "../envs/subaudit.yaml"
+        script:
+            "../scripts/deep_canaries.py"
+
+    rule deep_pretrain:
+        """The fine-tuning case's starting point: the network trained without privacy on the
+        public images."""
+        input:
+            DEEP_ARCHIVE,
+        output:
+            "results/deep/pretrained.npz",
+        params:
+            source=DEEP["source"],
+            sizes=DEEP["sizes"],
+            network=DEEP["network"],
+            pretrain=DEEP["pretrain"],
+            seed=DEEP_SEED,
+        threads: 1
+        priority: UNLOCKS
+        log:
+            "logs/deep/pretrain.log",
+        benchmark:
+            "logs/benchmarks/deep/pretrain.tsv"
+        resources:
+            mem_mb=3000,
+            runtime=30,
+            gpu=GPUS,
+        conda:
+            "../envs/subaudit.yaml"
+        script:
+            "../scripts/deep_pretrain.py"
+
+    rule deep_audit:
+        """One one-run audit: a DP training with Opacus holding every kind's canaries; their
+        scores, secret bits and the training's history (bounds: deep_figure)."""
+        input:
+            archive=DEEP_ARCHIVE,
+            canaries="results/deep/canaries.npz",
+            pretrained=lambda wc: ["results/deep/pretrained.npz"] if wc.case == "finetune" else [],
+        output:
+            "results/deep/audits/{case}_{game}_{repeat}.npz",
+        wildcard_constraints:
+            case=one_of(DEEP["cases"]),
+            game=one_of(DEEP["games"]),
+            repeat=r"\d+",
+        params:
+            source=DEEP["source"],
+            sizes=DEEP["sizes"],
+            network=DEEP["network"],
+            training=lambda wc: DEEP["cases"][wc.case],
+            gradient_canaries=DEEP["canaries"] if "gradient" in DEEP["kinds"] else 0,
+            scores=DEEP["scores"],
+            device=NAT["device"],
+            seed=DEEP_SEED,
+        threads: 1
+        log:
+            "logs/deep/audit_{case}_{game}_{repeat}.log",
+        benchmark:
+            "logs/benchmarks/deep/audit_{case}_{game}_{repeat}.tsv"
+        resources:
+            mem_mb=3000,
+            runtime=120,
+            gpu=GPUS,
+        conda:
+            "../envs/subaudit.yaml"
+        script:
+            "../scripts/deep_audit.py"
+
+    rule deep_figure:
+        """Every audit's bounds by each procedure beside the accountant's epsilon of its
+        training, drawn like Table 2 of the canary-optimisation paper."""
+        input:
+            DEEP_AUDITS,
+        output:
+            png=report("results/figures/{name}.png", caption="../report/figure.rst", category="Figures"),
+            pdf="results/figures/{name}.pdf",
+            csv="results/figures/{name}.csv",
+        wildcard_constraints:
+            name=figs("deep-one-run"),
+        params:
+            source=DEEP["source"],
+            network=DEEP["network"],
+            score=DEEP["scores"][0],
+            procedures=DEEP["procedures"],
+            delta=config["delta"],
+            alpha=config["alpha"],
+        log:
+            "logs/figures/{name}.log",
+        resources:
+            mem_mb=2000,
+            runtime=10,
+        conda:
+            "../envs/subaudit.yaml"
+        script:
+            "../scripts/deep_figure.py"

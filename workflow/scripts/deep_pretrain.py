@@ -1,0 +1,21 @@
+"""Snakemake adapter: the fine-tuning case's network, pretrained without privacy on public images."""
+
+import torch
+
+from subaudit.devices import use_threads
+from subaudit.integrations.deep import accuracy, load_data, pretrain, save_weights
+from subaudit.integrations.networks import build
+from subaudit.pipeline import logs
+
+log = logs.to_file(snakemake.log[0])
+use_threads(snakemake.threads)
+p = snakemake.params
+data = load_data(snakemake.input[0], p.source, p.sizes, p.seed)
+state = pretrain(p.network, data, seed=p.seed, progress=True, **p.pretrain)
+channels, side = data.shape
+model = build(p.network, classes=data.classes, channels=channels, size=side, seed=0)
+model.load_state_dict(state)
+log.info("pretrained %s on %d public images: test accuracy %.4f", p.network, len(data.public[1]),
+         accuracy(model, *data.test))
+with torch.no_grad():
+    save_weights(snakemake.output[0], state)
