@@ -8,8 +8,8 @@ CORES ?= all
 run: $(STAMP)  ## the default workflow (offline, CPU): figures in results/figures/
 	$(VENV)/bin/snakemake --cores $(CORES)
 
-test: $(STAMP)  ## the test suite
-	$(VENV)/bin/pytest -q -rs --durations=30
+test: $(STAMP)  ## the test suite, on two workers (each module's tests on one)
+	$(VENV)/bin/pytest -q -rs --durations=30 -n 2 --dist loadscope
 
 docs: $(STAMP)  ## the documentation site, built strictly into build/site/
 	$(VENV)/bin/python -m mkdocs build --strict

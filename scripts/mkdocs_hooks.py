@@ -176,7 +176,7 @@ def render_bench(path: Path) -> str:
         return _note("No benchmark in this checkout",
                      "This section is generated from `logs/bench.json`:\n"
                      "`mkdir -p logs && .venv/bin/subaudit bench --quick --json > logs/bench.json`\n"
-                     "(about half a minute), then rebuild the site.")
+                     "(about a minute), then rebuild the site.")
     data = json.loads(path.read_text())
     machine = data.get("machine", {})
     lines = [f"Generated from `{path.name}` at build time: processor `{machine.get('processor', '?')}`, "
@@ -186,12 +186,13 @@ def render_bench(path: Path) -> str:
     rows = []
     for w in data.get("workloads", []):
         sizes = " -> ".join(map(str, w.get("sizes", [])))
-        rows.append((w.get("name", ""), sizes, w.get("n", ""), w.get("q", ""), w.get("basis", ""),
+        rows.append((w.get("name", ""), sizes, w.get("n", ""), w.get("q", ""), w.get("runs", ""),
+                     w.get("threads", machine.get("torch_threads", "")), w.get("basis", ""),
                      w.get("batching", ""), f"{w.get('engine_model_steps_per_s', 0):,.0f}/s",
                      f"{w.get('opacus_model_steps_per_s', 0):,.1f}/s",
                      f"{w.get('speedup_vs_opacus', 0):.0f}x", f"{w.get('fraction_of_matmul', 0):.0%}",
                      f"{w.get('randomness_share', 0):.0%}"))
-    lines += _table(["workload", "sizes", "n", "q", "basis", "batching", "engine", "Opacus",
+    lines += _table(["workload", "sizes", "n", "q", "runs", "threads", "basis", "batching", "engine", "Opacus",
                      "speed-up", "of matmul", "drawing"], rows)
     goals = data.get("goals", [])
     if goals:

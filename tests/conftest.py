@@ -1,10 +1,14 @@
-"""Shared fixtures and helpers: the repository root, the installed console script, and the
-tiny workflow configuration (``tests/tiny.yaml``) with helpers to run Snakemake on it."""
+"""Shared fixtures and helpers: the repository root, the installed console script, the tiny
+workflow configuration (``tests/tiny.yaml``) with helpers to run Snakemake on it, and one run
+of the tiny workflow per test session (:func:`tiny_run`), shared by every test that reads its
+outputs, whatever pytest-xdist worker runs them; tests that change a workflow take a private
+copy of it (:func:`tiny_copy`)."""
 
 from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -27,12 +31,31 @@ def tiny() -> dict[str, Any]:
     return copy.deepcopy(_TINY)
 
 
+def lean(params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` without the phases a workflow test is not about: one S1 setting, one cell of
+    Fig A5's grid and no deep-network phase (``deep.source: null``, as presets/core.yaml)."""
+    params["s1"].update(sampling_rates=[1.0], target_epsilons=[2], repeats=1)
+    params["ratio_grid"].update(sampling_rates=[1.0], noise_multipliers=[3.0])
+    params["deep"]["source"] = None
+    return params
+
+
 def base_ablations(params: dict[str, Any], experiment: str) -> None:
     """Ablations of ``experiment`` at its own values only: the ablation figures reuse its base
     audits and train nothing (tests about something else stay small)."""
     exp = params["natural"]["experiments"][experiment]
     params["ablations"].update(experiment=experiment, **{
         k: {"q": exp["sampling_rates"][0], "values": [exp[k]]} for k in ("clip", "steps", "lr")})
+
+
+#: Modules whose tests run Snakemake (minutes each): collected first, so that under
+#: pytest-xdist's loadscope (make test) the short modules fill in at the end and the two
+#: workers finish together.
+_LONG = ("tests/workflow/", "tests/data/test_own_features.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: not item.nodeid.startswith(_LONG))   # stable: order kept within
 
 
 @pytest.fixture(scope="session")
@@ -79,6 +102,54 @@ def job_counts(workdir: Path, *targets: str) -> dict[str, int]:
         counts[m.group(1)] = int(m.group(2))
     counts.pop("total", None)
     return counts
+
+
+#: What the DVC stage versions (dvc.yaml's outs and metrics): the outputs that must reproduce
+#: bit for bit.
+VERSIONED = ("data/raw", "data/splits", "data/features", "results")
+
+
+def digests(root: Path, *parts: str) -> dict[str, str]:
+    """sha256 of every file below ``root / part`` for each of ``parts`` (default: the whole
+    tree), by path relative to ``root``; DVC's own .gitignore files are not outputs."""
+    import hashlib
+
+    files = [p for part in (parts or (".",)) for p in sorted((root / part).rglob("*"))]
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in files if p.is_file() and p.name != ".gitignore"}
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory) -> Path:
+    """The tiny workflow, run once per test session from nothing (``snakemake --cores 2``),
+    also under pytest-xdist (``make test``): the first worker to ask runs it under a file lock
+    in the workers' common temporary directory, the others wait for it and read the same run.
+    Shared: tests only read it; a test that changes params, outputs or Snakemake's records
+    takes :func:`tiny_copy`. Its versioned outputs are checked unchanged at the end."""
+    from filelock import FileLock
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent                       # shared by the workers of this session
+    wd, done = root / "tiny-run", root / "tiny-run.done"
+    with FileLock(str(root / "tiny-run.lock")):
+        if not done.exists():
+            shutil.rmtree(wd, ignore_errors=True)
+            workflow_copy(wd)
+            proc = snakemake(wd)
+            assert proc.returncode == 0, proc.stderr[-4000:]
+            done.write_text(json.dumps(digests(wd, *VERSIONED)))
+    before = json.loads(done.read_text())
+    assert digests(wd, *VERSIONED) == before, "a test changed the shared tiny run: use tiny_copy"
+    yield wd
+    assert digests(wd, *VERSIONED) == before, "a test changed the shared tiny run: use tiny_copy"
+
+
+@pytest.fixture
+def tiny_copy(tiny_run: Path, tmp_path: Path) -> Path:
+    """A private copy of the session's finished tiny run, with its timestamps and Snakemake's
+    records, so Snakemake sees it as up to date: change it freely."""
+    return Path(shutil.copytree(tiny_run, tmp_path / "wf", symlinks=True))
 
 
 def write_params(workdir: Path, params: dict) -> None:

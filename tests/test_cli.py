@@ -241,7 +241,7 @@ def test_one_run_pair_differences_by_the_magnitude_rule(tmp_path):
     assert out["epsilon"] > 0.3 and out["rule"] == "magnitude"
 
 
-def test_deep_cost_counts_the_examples_of_params_yaml():
+def test_deep_cost_counts_the_examples_of_params_yaml(tmp_path):
     import yaml
 
     deep = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())["deep"]
@@ -250,6 +250,14 @@ def test_deep_cost_counts_the_examples_of_params_yaml():
     assert out["examples"] == {c: audits * v["steps"] * v["batch"] for c, v in deep["cases"].items()}
     assert out["examples_per_second"] > 0 and out["hours"] == pytest.approx(
         out["total_examples"] / out["examples_per_second"] / 3600)
+    # a --configfile merges key by key, as Snakemake merges it: one case's steps change, its
+    # batch and the other case stay
+    extra = tmp_path / "more.yaml"
+    extra.write_text(yaml.safe_dump({"deep": {"repeats": 7, "cases": {"scratch": {"steps": 10}}}}))
+    out = cli_json("deep-cost", "--device", "cpu", "--batch", "16", "--steps", "1", "--configfile", str(extra))
+    games, cases = len(deep["games"]), deep["cases"]
+    assert out["examples"] == {"scratch": games * 7 * 10 * cases["scratch"]["batch"],
+                               "finetune": games * 7 * cases["finetune"]["steps"] * cases["finetune"]["batch"]}
 
 
 @pytest.mark.parametrize(("args", "flag"), [

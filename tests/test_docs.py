@@ -111,14 +111,21 @@ def test_markers_render_from_what_a_run_wrote(tmp_path):
 
     bench = {"quick": True, "matmul_gflops": 300.0, "machine": {"processor": "x86_64", "torch_threads": 2,
                                                                  "torch": "2.13.0", "device": "cpu"},
-             "workloads": [{"name": "image head", "sizes": [768, 10], "n": 500, "q": 1.0, "basis": "full",
+             "workloads": [{"name": "image head", "sizes": [768, 10], "n": 500, "q": 1.0, "runs": 256,
+                            "threads": 2, "basis": "full",
                             "batching": "dense", "engine_model_steps_per_s": 12000.0,
                             "opacus_model_steps_per_s": 130.0, "speedup_vs_opacus": 92.3,
-                            "fraction_of_matmul": 0.58, "randomness_share": 0.1}],
+                            "fraction_of_matmul": 0.58, "randomness_share": 0.1},
+                           {"name": "text head", "sizes": [384, 2], "n": 1000, "q": 0.25, "runs": 1000,
+                            "threads": 1, "basis": "span", "batching": "dense",
+                            "engine_model_steps_per_s": 12262.0, "opacus_model_steps_per_s": 650.5,
+                            "speedup_vs_opacus": 18.8, "fraction_of_matmul": 0.09, "randomness_share": 0.2}],
              "goals": [{"goal": "image head q=1", "target": 0.5, "measured": 0.58, "met": True}]}
     (tmp_path / "bench.json").write_text(json.dumps(bench))
     md = hooks.render_bench(tmp_path / "bench.json")
-    assert "| image head | 768 -> 10 | 500 | 1 | full | dense | 12,000/s | 130.0/s | 92x | 58% | 10% |" in md
+    assert "| image head | 768 -> 10 | 500 | 1 | 256 | 2 | full | dense | 12,000/s | 130.0/s | 92x | 58% | 10% |" in md
+    assert ("| text head | 384 -> 2 | 1000 | 0.25 | 1000 | 1 | span | dense | 12,262/s | 650.5/s | 19x | 9% "
+            "| 20% |") in md
     assert "| image head q=1 | 0.5 | 0.58 | yes |" in md
 
     (tmp_path / "benchmarks" / "natural" / "image").mkdir(parents=True)

@@ -206,6 +206,7 @@ def _cmd_deep_cost(args: argparse.Namespace) -> None:
     params = load_params(args.params)
     if args.configfile:
         import yaml
+        from snakemake.utils import update_config   # how Snakemake merges --configfile
 
         from subaudit.pipeline.config import validate_params
 
@@ -213,7 +214,7 @@ def _cmd_deep_cost(args: argparse.Namespace) -> None:
             path = Path(extra)
             if not path.is_file():
                 raise UsageError(f"--configfile: no such file: {path}")
-            params = _merge(params, yaml.safe_load(path.read_text()) or {})
+            update_config(params, yaml.safe_load(path.read_text()) or {})
         validate_params(params, source=" + ".join([args.params, *args.configfile]))
     deep = params["deep"]
     if deep["source"] is None:
@@ -235,14 +236,6 @@ def _cmd_deep_cost(args: argparse.Namespace) -> None:
     lines.append(f"  all DP trainings: {total:,} examples, about {out['hours']:.3g} hours at that rate "
                  "(plus the metagradient crafting and pretraining)")
     _emit(out, args.json, "\n".join(lines))
-
-
-def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    """Snakemake's merge of a --configfile over params.yaml: nested mappings update key by key."""
-    out = dict(base)
-    for key, value in extra.items():
-        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-    return out
 
 
 def _cmd_simulate_s1(args: argparse.Namespace) -> None:

@@ -4,14 +4,16 @@ through the workflow (features, reference, canaries, shards, estimates, figure).
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import base_ablations, job_counts, setting_path, snakemake, tiny, workflow_copy
+from conftest import base_ablations, job_counts, lean, setting_path, snakemake, tiny, workflow_copy
 
 from subaudit.data import own_features
+from subaudit.pipeline.config import ConfigError, validate_params
 from subaudit.validation import ParameterError
 
 
@@ -95,9 +97,7 @@ def test_missing_mismatched_and_unreadable_files(tmp_path):
 
 def own_config(workdir: Path, **experiment) -> dict:
     """The tiny config with one experiment, "mine", on a features file in the workdir."""
-    params = tiny()
-    params["s1"].update(sampling_rates=[1.0], target_epsilons=[2], repeats=1)
-    params["ratio_grid"].update(sampling_rates=[1.0], noise_multipliers=[3.0])
+    params = lean(tiny())
     digest = make_file(workdir / "mine.npz") if (workdir / "mine.npz").exists() is False else (
         hashlib.sha256((workdir / "mine.npz").read_bytes()).hexdigest())
     params["natural"]["experiments"] = {"mine": {
@@ -149,25 +149,23 @@ def test_a_users_features_file_is_audited_end_to_end(tmp_path):
         ({"features_file": None}, "missing key natural.experiments.mine.features_file"),
     ],
 )
-def test_bad_features_files_fail_before_any_job(tmp_path, change, says):
+def test_bad_features_files_are_refused_naming_the_key(tmp_path, monkeypatch, change, says):
+    """By the Snakefile's first statement, ``validate_params``, run where the workflow runs
+    (in process; the end-to-end test above shows Snakemake stopping on it before any job)."""
     params = own_config(tmp_path)
     mine = params["natural"]["experiments"]["mine"]
     mine.update({k: v for k, v in change.items() if v is not None})
     for k in [k for k, v in change.items() if v is None]:
         del mine[k]
-    workflow_copy(tmp_path, params)
-    proc = snakemake(tmp_path)
-    assert proc.returncode != 0
-    assert says in proc.stderr, proc.stderr[-3000:]
-    assert not (tmp_path / "results").exists() and not (tmp_path / "logs").exists()
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        validate_params(params, source="params.yaml")
 
 
-def test_malformed_file_fails_before_any_job_naming_the_key(tmp_path):
+def test_malformed_file_is_refused_naming_the_key(tmp_path, monkeypatch):
     make_file(tmp_path / "mine.npz", y=np.linspace(0, 2, 120))
     params = own_config(tmp_path)
-    workflow_copy(tmp_path, params)
-    proc = snakemake(tmp_path)
-    assert proc.returncode != 0
-    assert "natural.experiments.mine.features_file = 'mine.npz' is invalid; allowed: y integer" in (
-        proc.stderr), proc.stderr[-3000:]
-    assert not (tmp_path / "results").exists()
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match=re.escape(
+            "natural.experiments.mine.features_file = 'mine.npz' is invalid; allowed: y integer")):
+        validate_params(params, source="params.yaml")

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from subaudit.engine.bench import GOALS, WORKLOADS, useful_flops
+from subaudit.engine.bench import GOALS, WORKFLOW_JOB, WORKLOADS, useful_flops
 from subaudit.engine import MLP
 
 from conftest import ROOT, cli_json
@@ -33,6 +33,11 @@ def test_bench_covers_what_the_default_run_trains():
         assert sorted(w.q for w in rows) == sorted(cfg["sampling_rates"]), exp
         assert all(w.n == cfg["n_train"] and w.sizes[1:-1] == tuple(cfg["hidden"])
                    and w.optimizer == cfg["optimizer"] and w.init == cfg["init"] for w in rows)
+    # the one-thread rows run as train_shard does: its threads, a shard, its memory budget
+    nat = params["natural"]
+    assert WORKFLOW_JOB == {"threads": 1, "runs": nat["shard_size"], "memory_mb": nat["memory_mb"]}
+    rule = (ROOT / "workflow/rules/natural.smk").read_text().split("rule train_shard:")[1].split("\nrule ")[0]
+    assert "threads: 1" in rule
 
 
 @pytest.mark.slow
@@ -58,3 +63,15 @@ def test_bench_quick_json():
         rows[1]["engine_model_steps_per_s"] / rows[0]["engine_model_steps_per_s"])
     assert out["goals"][2]["measured"] == rows[2]["fraction_of_matmul"]
     assert all(g["met"] == (g["measured"] >= g["target"]) for g in out["goals"])
+    # beside them, the default run's workloads as its training jobs run them: one thread,
+    # a shard of 1,000 runs, against Opacus and the matmul rate on one thread
+    today, job = rows[:len(WORKLOADS)], rows[len(WORKLOADS):]
+    assert [(r["runs"], r["threads"]) for r in today] == [
+        (w.runs, out["machine"]["torch_threads"]) for w in WORKLOADS]
+    assert all(r["matmul_gflops"] == out["matmul_gflops"] for r in today)
+    assert [(r["name"], r["q"], r["runs"], r["threads"]) for r in job] == [
+        (w.name, w.q, WORKFLOW_JOB["runs"], WORKFLOW_JOB["threads"]) for w in WORKLOADS
+        if w.role == "default"]
+    assert len({r["matmul_gflops"] for r in job}) == 1      # one-thread matmul, measured once
+    for row in job:
+        assert row["fraction_of_matmul"] == pytest.approx(row["engine_gflops"] / row["matmul_gflops"])

@@ -144,3 +144,11 @@ def test_bad_use_is_named():
         audit.finish(nn.Linear(12, 2), data_loader=loader, privacy_engine=engine)
     with pytest.raises(AuditError, match="no steps"):
         audit.finish(model, data_loader=loader, privacy_engine=engine)
+    for x, y in loader:                     # one step: now only the scores are missing
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+        break
+    with pytest.raises(AuditError, match="nothing to score"):
+        audit.finish(model, data_loader=loader, privacy_engine=engine, score=())
+    assert audit.finish(model, data_loader=loader, privacy_engine=engine, score=("loss",)).rows

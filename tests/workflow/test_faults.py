@@ -20,6 +20,7 @@ pytestmark = pytest.mark.slow
 
 def _config() -> dict:
     params = tiny()
+    params["natural"]["shard_size"] = 16            # two shards per setting
     tab = params["natural"]["experiments"]["tabular"]
     tab.update(steps=20000, every=10000)         # shards long enough to be killed halfway
     return params

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import workflow_copy
 
 SNAKEMAKE = Path(sys.executable).parent / "snakemake"
 GPU_RULES = {"features", "train_shard", "utility", "one_run", "deep_pretrain", "deep_audit"}
@@ -25,10 +26,10 @@ RESOURCES = re.compile(r"^\s*resources: (.*)")
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory, repo_root) -> Path:
-    wd = tmp_path_factory.mktemp("profile")
-    for name in ("Snakefile", "workflow", "slurm", "presets", "params.yaml"):
-        src = repo_root / name
-        (shutil.copytree if src.is_dir() else shutil.copy)(src, wd / name)
+    """The workflow on the tiny config (every rule of the default, a smaller DAG to plan)."""
+    wd = workflow_copy(tmp_path_factory.mktemp("profile"))
+    for name in ("slurm", "presets"):
+        shutil.copytree(repo_root / name, wd / name)
     return wd
 
 
@@ -50,7 +51,7 @@ def dry_run(wd: Path, *args: str, **env: str) -> list[tuple[str, dict[str, str]]
 
 
 def test_no_site_settings_needed(workdir):
-    for rule, res in dry_run(workdir):                         # params.yaml: device cpu
+    for rule, res in dry_run(workdir):                         # natural.device: cpu
         assert res.get("gpu", "0") == "0", rule                # the plugin asks for no GPU
         assert not {"slurm_partition", "gpu_model", "slurm_account"} & res.keys(), rule
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import base_ablations, job_counts, setting_path, snakemake, tiny, workflow_copy, write_params
+from conftest import base_ablations, digests, job_counts, lean, setting_path, tiny, write_params
 
 pytestmark = [pytest.mark.slow, pytest.mark.slurm]
 
@@ -30,14 +30,18 @@ SUBMITTED = re.compile(r"submitted with SLURM jobid (\d+)")
 
 
 def slurm_config() -> dict:
-    """The tiny config, trimmed, with device auto: GPU jobs ask the cluster for a GPU."""
-    params = tiny()
-    params["s1"].update(sampling_rates=[1.0], target_epsilons=[2], repeats=1)
-    params["ratio_grid"].update(sampling_rates=[1.0], noise_multipliers=[3.0])
-    params["natural"].update(scenarios=["S2", "S3"], device="auto", utility_runs=2)
+    """The tiny config trimmed to what the profile's behaviour needs (each SLURM job costs
+    seconds of start-up): the tabular experiment with S2 and S3, its one-run audits and its
+    ablations at their base values, one S1 setting, no deep-network phase or reconstruction;
+    device auto: GPU jobs ask the cluster for a GPU."""
+    params = lean(tiny())
+    nat = params["natural"]
+    nat.update(scenarios=["S2", "S3"], device="auto", shard_size=16)   # two shards a setting
+    nat["experiments"] = {"tabular": nat["experiments"]["tabular"]}
+    params["one_run"]["experiment"] = "tabular"
+    params["reconstruction"]["experiment"] = None
     params["ablations"]["scenarios"] = ["S2", "S3"]
-    params["deep"].update(games=["substitute"], cases={"scratch": params["deep"]["cases"]["scratch"]})
-    base_ablations(params, "image")
+    base_ablations(params, "tabular")
     return params
 
 
@@ -101,7 +105,7 @@ def workdir(cluster, tmp_path_factory, repo_root) -> tuple[Path, str]:
 def test_jobs_went_through_sbatch(workdir):
     wd, log = workdir
     ids = SUBMITTED.findall(log)
-    assert len(ids) >= 20, log[-3000:]
+    assert len(ids) >= 10, log[-3000:]
     records = jobcomp()
     assert all(records[i]["JobState"] == "COMPLETED" for i in ids)
     # squeue still lists them (MinJobAge), which is what the profile's status checks read
@@ -127,22 +131,25 @@ def test_gpu_jobs_ask_for_a_gpu_and_shards_are_grouped(workdir):
     assert all("Partition=gpu" in j for j in gpu_jobs)
     assert all("Partition=cpu" in j and "gpu" not in j.replace("Partition=cpu", "")
                for j in cpu_jobs)
-    # 12 shards (3 experiments x 2 scenarios x 2 shards) in groups of 2
+    # 4 shards (2 scenarios x 2 shards) in groups of 2
     groups = re.findall(r"group_shards_train_shard/(\d+)\.log", log)
-    assert len(set(groups)) == 6
+    assert len(set(groups)) == 2
     shard_logs = sorted((wd / "logs/natural").rglob("train_*.log"))
-    assert len(shard_logs) == 12 and all(" on cpu:" in p.read_text() for p in shard_logs)
+    assert len(shard_logs) == 4 and all(" on cpu:" in p.read_text() for p in shard_logs)
 
 
-def test_scores_equal_a_local_run_and_nothing_is_left_to_do(workdir, tmp_path, repo_root):
+def test_outputs_equal_a_local_run_and_nothing_is_left_to_do(workdir, tiny_run):
+    """Every data and audit artifact the SLURM run shares with the session's local run of the
+    tiny workflow (same seed, same settings: data, features, calibrations, reference model,
+    canaries, merged scores, estimates of the tabular audits) is the same, byte for byte,
+    though the cluster trained each setting in two shards and the local run in one."""
     wd, _ = workdir
     assert job_counts(wd) == {}
-    local = workflow_copy(tmp_path / "local", slurm_config())
-    target = merged_path("S3")
-    assert snakemake(local, target).returncode == 0
-    a, b = np.load(wd / target), np.load(local / target)
-    for key in ("runs", "bits", "steps", "scores"):
-        assert np.array_equal(a[key], b[key]), key
+    parts = ("data", "results/natural")
+    cluster, local = digests(wd, *parts), digests(tiny_run, *parts)
+    shared = sorted(set(cluster) & set(local))
+    assert merged_path("S3") in shared and len(shared) >= 10, shared
+    assert [k for k in shared if cluster[k] != local[k]] == []
 
 
 def test_persistent_failure_is_retried_then_named_with_its_log(workdir):

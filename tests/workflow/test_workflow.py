@@ -1,12 +1,14 @@
 """Integration: the real Snakemake workflow on a tiny config.
 
-Runs the whole DAG once, then checks that a second run does nothing, that changing
-one value in params.yaml reruns exactly the jobs that depend on it, and that a bad
-value stops the workflow before any job runs, naming the key.
+Reads the session's one run of the whole DAG (``tiny_run``, conftest), then checks that a
+second run does nothing and, on private copies of it (``tiny_copy``), that changing one value
+in params.yaml reruns exactly the jobs that depend on it, and that a bad value stops the
+workflow before any job runs, naming the key.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import subprocess
 import sys
@@ -15,18 +17,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import job_counts, setting_path, snakemake, tiny, workflow_copy, write_params
+from conftest import job_counts, lean, setting_path, snakemake, tiny, workflow_copy, write_params
+from subaudit.pipeline.config import ConfigError, validate_params
 from subaudit.scenarios.reconstruction import OUTCOMES
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def workdir(tmp_path_factory) -> Path:
-    wd = workflow_copy(tmp_path_factory.mktemp("wf"))
-    proc = snakemake(wd)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return wd
+@pytest.fixture
+def workdir(tiny_run) -> Path:
+    """The session's tiny run, read only."""
+    return tiny_run
 
 
 def test_default_targets_are_built(workdir):
@@ -165,7 +166,8 @@ def test_second_run_does_nothing(workdir):
     assert job_counts(workdir) == {}
 
 
-def test_param_change_reruns_only_dependent_jobs(workdir):
+def test_param_change_reruns_only_dependent_jobs(tiny_copy):
+    workdir = tiny_copy
     params = tiny()
     try:
         params["s1"]["runs_per_world"] = 600
@@ -200,11 +202,11 @@ def test_param_change_reruns_only_dependent_jobs(workdir):
         params["s1"]["sampling_rates"] = [1.0, 0.25]
         params["natural"]["experiments"]["image"]["sampling_rates"] = [1.0, 0.5]
         write_params(workdir, params)
-        # one new q: its S2, S6 and S7 canaries, 6 scenarios x 2 shards, merged estimates and the
+        # one new q: its S2, S6 and S7 canaries, 6 scenarios x 1 shard, merged estimates and the
         # figure; features, reference model and S3-S5 canaries are untouched, and the calibration
         # at (q 0.5, T 4, k 2, eps 4) is the tabular experiment's, already there; Fig 5 takes
         # the new q's audits, the ablations (at q = 1) are untouched
-        assert job_counts(workdir) == {"all": 1, "craft": 3, "train_shard": 12,
+        assert job_counts(workdir) == {"all": 1, "craft": 3, "train_shard": 6,
                                        "estimate_natural": 6, "epsilon_vs_step": 1,
                                        "one_run": 2, "one_run_figure": 1, "runs_figure": 1,
                                        "report": 1}
@@ -216,15 +218,16 @@ def test_param_change_reruns_only_dependent_jobs(workdir):
         # canaries crafted without noise; S6, crafted against the noise, is crafted again
         counts = job_counts(workdir)
         assert "features" not in counts and counts["craft"] == 3       # S6 of each experiment
-        # (2 shards x 6 scenarios x 3 experiments, and x 4 scenarios x 3 ablation values of C, T
-        # and lr)
-        assert "reference" not in counts and counts["train_shard"] == 2 * 6 * 3 + 2 * 4 * 3
+        # (one shard x 6 scenarios x 3 experiments, and x 4 scenarios x 3 ablation values of C,
+        # T and lr)
+        assert "reference" not in counts and counts["train_shard"] == 6 * 3 + 4 * 3
     finally:
         write_params(workdir, tiny())
     assert job_counts(workdir) == {}
 
 
-def test_variations_reuse_what_they_do_not_change(workdir):
+def test_variations_reuse_what_they_do_not_change(tiny_copy):
+    workdir = tiny_copy
     params = tiny()
     try:
         params["natural"]["variations"] = [
@@ -232,15 +235,15 @@ def test_variations_reuse_what_they_do_not_change(workdir):
         write_params(workdir, params)
         # another C: the S2 canary (crafted with C) and the shards; the reference model, the
         # S3 canary and the calibration do not depend on C; no figure changes
-        assert job_counts(workdir) == {"all": 1, "craft": 1, "train_shard": 4,
+        assert job_counts(workdir) == {"all": 1, "craft": 1, "train_shard": 2,
                                        "estimate_natural": 2}
 
         params["natural"]["variations"] = [
             {"experiments": ["tabular"], "scenarios": ["S2"], "runs": [64]},
             {"experiments": ["tabular"], "scenarios": ["S2"], "runs": [32]}]   # = base: no-op
         write_params(workdir, params)
-        # R = 64 keeps the two shards of runs 0-31 and trains the next two
-        assert job_counts(workdir) == {"all": 1, "train_shard": 2, "estimate_natural": 1}
+        # R = 64 keeps the shard of runs 0-31 and trains the next one
+        assert job_counts(workdir) == {"all": 1, "train_shard": 1, "estimate_natural": 1}
         proc = snakemake(workdir)
         assert proc.returncode == 0, proc.stderr[-3000:]
         big = np.load(workdir / setting_path("scores", params, "tabular", "S2", runs=64))
@@ -256,7 +259,7 @@ def test_reproduction_switches_run_the_papers_code_choices(tmp_path):
     reference per q (so the S3-S5 canaries are per q too), log-odds S3/S5 scores, the
     gradient-rms S2 coordinate and a small S5 pool; the report names each switch."""
     wd = workflow_copy(tmp_path)
-    params = tiny()
+    params = lean(tiny())
     nat = params["natural"]
     nat.update(reference="per-q", input_score="log-odds", s2_coordinate="gradient-rms")
     nat["experiments"] = {"image": {**nat["experiments"]["image"], "s5_pool": 3,
@@ -281,7 +284,8 @@ def test_reproduction_switches_run_the_papers_code_choices(tmp_path):
     assert "| S5 pool, image (s5_pool) | 3 |" in report
 
 
-def test_report_verdicts_follow_the_numbers(workdir):
+def test_report_verdicts_follow_the_numbers(tiny_copy):
+    workdir = tiny_copy
     """The report is built from the figures' CSVs: the default tiny run judges claim 2 from
     Fig 2's accountant rows; halving eps_S by group privacy there makes it refuted."""
     verdicts = json.loads((workdir / "results/report.json").read_text())["claims"]
@@ -333,8 +337,8 @@ def test_report_verdicts_follow_the_numbers(workdir):
         ("one_run", "canaries", 11, "one_run.canaries = 11 is invalid; allowed: at most n_aux = 10"),
     ],
 )
-def test_bad_params_fail_before_any_job(tmp_path, section, key, value, expected):
-    _bad_params_fail(tmp_path, section, key, value, expected)
+def test_bad_params_are_refused_naming_the_key(section, key, value, expected):
+    _bad_params_fail(section, key, value, expected)
 
 
 @pytest.mark.parametrize(
@@ -349,25 +353,40 @@ def test_bad_params_fail_before_any_job(tmp_path, section, key, value, expected)
         ("n_train", 25, "natural.experiments.image.n_train = 25 is invalid"),
     ],
 )
-def test_bad_experiment_params_fail_before_any_job(tmp_path, key, value, expected):
-    _bad_params_fail(tmp_path, "image", key, value, expected)
+def test_bad_experiment_params_are_refused_naming_the_key(key, value, expected):
+    _bad_params_fail("image", key, value, expected)
 
 
-def test_bad_experiment_name_fails_before_any_job(tmp_path):
+def test_bad_experiment_name_is_refused():
     params = tiny()
     params["natural"]["experiments"]["my_data"] = params["natural"]["experiments"].pop("text")
-    _fails(tmp_path, params, "natural.experiments")
+    _fails(params, "natural.experiments")
 
 
-def _bad_params_fail(tmp_path, section, key, value, expected):
+def _bad_params_fail(section, key, value, expected):
     params = tiny()
     where = params["natural"]["experiments"]["image"] if section == "image" else (
         params[section] if section else params)
     where[key] = value
-    _fails(tmp_path, params, expected)
+    _fails(params, expected)
 
 
-def _fails(tmp_path, params, expected):
+def _fails(params, expected):
+    """The Snakefile's first statement, ``validate_params``, refuses ``params`` naming the key
+    (in process: Snakemake stopping on it before any job is shown once, below)."""
+    with pytest.raises(ConfigError) as err:
+        validate_params(copy.deepcopy(params), source="params.yaml")
+    assert expected in str(err.value)
+
+
+@pytest.mark.parametrize(("section", "key", "value", "expected"), [
+    ("natural", "runs", 31, "natural.runs = 31"),                          # the schema
+    ("one_run", "canaries", 11, "one_run.canaries = 11 is invalid; allowed: at most n_aux = 10"),
+])
+def test_a_bad_value_stops_the_workflow_before_any_job(tmp_path, section, key, value, expected):
+    """Through Snakemake: the run stops naming the key, with no job run, nothing written."""
+    params = tiny()
+    params[section][key] = value
     workflow_copy(tmp_path, params)
     proc = snakemake(tmp_path)
     assert proc.returncode != 0

@@ -8,6 +8,11 @@ and Opacus are timed alternately and the best of the repeats is kept, so a
 noisy neighbour slows both alike.  Ratios are what the benchmark reports;
 absolute numbers vary with the machine.
 
+Beside those rows (all of torch's threads, 256 runs at once), the workloads the default run
+trains are measured again the way the workflow's training jobs run them
+(:data:`WORKFLOW_JOB`): one thread, a shard of 1,000 runs, chunked to the cache by
+:func:`subaudit.engine.train` itself, with Opacus and the matmul rate on one thread too.
+
 "Useful" FLOPs of a model-step are those of a forward and backward pass over
 its expected batch (``q n`` records): ``2 B in out`` per linear layer forward,
 the same for its weight gradient, and again for the input gradient of every
@@ -38,7 +43,8 @@ from subaudit.engine import (
     train,
 )
 
-__all__ = ["GOALS", "Workload", "WORKLOADS", "matmul_gflops", "run_bench", "useful_flops"]
+__all__ = ["GOALS", "WORKFLOW_JOB", "Workload", "WORKLOADS", "matmul_gflops", "run_bench",
+           "useful_flops"]
 
 
 @dataclass(frozen=True)
@@ -74,6 +80,10 @@ WORKLOADS: tuple[Workload, ...] = (
     *(_default("text head", (384, 2), 1000, q) for q in (1.0, 0.25)),
     *(_default("tabular MLP", (256, 128, 26), 500, q, "adam", "random") for q in (0.25, 0.0625)),
 )
+
+#: How the workflow's training jobs run (``train_shard``: ``threads: 1``, params.yaml's
+#: ``natural.shard_size`` runs, ``natural.memory_mb``): the one-thread rows' settings.
+WORKFLOW_JOB = {"threads": 1, "runs": 1000, "memory_mb": 2048}
 
 #: The engine's throughput goals, each a ratio measured within one bench run.
 GOALS: tuple[tuple[str, float], ...] = (
@@ -122,12 +132,12 @@ def _dp(w: Workload, steps: int) -> DPConfig:
                     lr=0.01, optimizer=w.optimizer)
 
 
-def _engine_rate(w: Workload, steps: int, runs: int, device: str) -> float:
+def _engine_rate(w: Workload, steps: int, runs: int, device: str, memory_mb: float = 2048) -> float:
     data, _ = _data(w)
     model = MLP(w.sizes)
     canary = GradientCanary.one_hot(model, 0, 1.0)
     kw = dict(seed=0, bits=np.arange(runs) % 2, score_every=steps, init=w.init, progress=False,
-              device=device, basis=w.basis)
+              device=device, basis=w.basis, memory_mb=memory_mb)
     train(model, data, canary, _dp(w, 1), runs=np.arange(runs), **kw)       # warm-up
     _sync(device)
     t0 = time.perf_counter()
@@ -222,6 +232,21 @@ def _opacus_rate(w: Workload, steps: int, device: str) -> float:
     return steps / (time.perf_counter() - t0)
 
 
+class _threads:
+    """torch's intra-op thread count set for a block, then restored."""
+
+    def __init__(self, n: int | None) -> None:
+        self.n, self.before = n, torch.get_num_threads()
+
+    def __enter__(self) -> int:
+        if self.n is not None:
+            torch.set_num_threads(self.n)
+        return torch.get_num_threads()
+
+    def __exit__(self, *exc: object) -> None:
+        torch.set_num_threads(self.before)
+
+
 def _goals(rows: list[dict]) -> list[dict]:
     """The throughput goals (:data:`GOALS`) from this run's rows."""
     head, sparse, mlp = rows[:3]
@@ -232,42 +257,66 @@ def _goals(rows: list[dict]) -> list[dict]:
             for (text, target), value in zip(GOALS, measured)]
 
 
+def _row(w: Workload, runs: int, threads: int, steps: int, opacus_steps: int, repeats: int,
+         peak: float, device: str, memory_mb: float = 2048) -> dict:
+    """One workload measured at ``runs`` runs at once on ``threads`` threads."""
+    eng = opa = 0.0
+    for _ in range(repeats):
+        eng = max(eng, _engine_rate(w, steps, runs, device, memory_mb))
+        opa = max(opa, _opacus_rate(w, opacus_steps, device))
+    span = _span(w)
+    draw = _draw_seconds(w, span, steps, runs, device)
+    flops = useful_flops(w.sizes, w.q * w.n)
+    return {
+        **{k: v for k, v in asdict(w).items() if k not in ("steps", "opacus_steps")},
+        "runs": runs,
+        "threads": threads,
+        "basis": "full" if span is None else "span",
+        "batching": _batching(w, span, device),
+        "engine_model_steps_per_s": eng,
+        "opacus_model_steps_per_s": opa,
+        "speedup_vs_opacus": eng / opa,
+        "useful_gflop_per_model_step": flops / 1e9,
+        "engine_gflops": eng * flops / 1e9,
+        "matmul_gflops": peak,
+        "fraction_of_matmul": eng * flops / 1e9 / peak,
+        "randomness_share": min(1.0, draw / (runs * steps / eng)),
+    }
+
+
 def run_bench(quick: bool = False, progress: Callable[[str], None] | None = None,
               device: str = "cpu") -> dict:
-    """Measure every workload; the headline figures are the image head at q = 1."""
+    """Measure every workload on all threads, then (on a CPU) the default run's workloads as
+    its training jobs run them (:data:`WORKFLOW_JOB`); the headline figures are the image
+    head at q = 1."""
     say = progress or (lambda _msg: None)
     scale = 5 if quick else 1
     repeats = 2 if quick else 3
     say("matmul")
     peak = matmul_gflops(repeats=3 if quick else 10, device=device)
+    threads = torch.get_num_threads()
     rows = []
     for w in WORKLOADS:
         say(f"{w.name} {w.sizes} q={w.q}: engine and Opacus, best of {repeats}, interleaved")
-        steps = max(2, w.steps // scale)
-        eng = opa = 0.0
-        for _ in range(repeats):
-            eng = max(eng, _engine_rate(w, steps, w.runs, device))
-            opa = max(opa, _opacus_rate(w, max(4, w.opacus_steps // scale), device))
-        span = _span(w)
-        draw = _draw_seconds(w, span, steps, w.runs, device)
-        flops = useful_flops(w.sizes, w.q * w.n)
-        rows.append({
-            **{k: v for k, v in asdict(w).items() if k not in ("steps", "opacus_steps")},
-            "basis": "full" if span is None else "span",
-            "batching": _batching(w, span, device),
-            "engine_model_steps_per_s": eng,
-            "opacus_model_steps_per_s": opa,
-            "speedup_vs_opacus": eng / opa,
-            "useful_gflop_per_model_step": flops / 1e9,
-            "engine_gflops": eng * flops / 1e9,
-            "fraction_of_matmul": eng * flops / 1e9 / peak,
-            "randomness_share": min(1.0, draw / (w.runs * steps / eng)),
-        })
+        rows.append(_row(w, w.runs, threads, max(2, w.steps // scale),
+                         max(4, w.opacus_steps // scale), repeats, peak, device))
+    if torch.device(device).type == "cpu":
+        job = WORKFLOW_JOB
+        with _threads(job["threads"]):
+            say(f"matmul on {job['threads']} thread")
+            peak_job = matmul_gflops(repeats=3 if quick else 10, device=device)
+            for w in (w for w in WORKLOADS if w.role == "default"):
+                say(f"{w.name} {w.sizes} q={w.q}: as a workflow job ({job['runs']:,} runs, "
+                    f"{job['threads']} thread)")
+                # a fifth of the steps: each step is 1,000 model-steps already
+                rows.append(_row(w, job["runs"], job["threads"], max(2, w.steps // (5 * scale)),
+                                 max(4, w.opacus_steps // scale), 1 if quick else 2, peak_job,
+                                 device, job["memory_mb"]))
     head = rows[0]
     return {
         "quick": quick,
         "machine": {"processor": platform.processor() or platform.machine(),
-                    "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
+                    "torch_threads": threads, "torch": torch.__version__,
                     "device": device},
         "matmul_gflops": peak,
         "speedup_vs_opacus": head["speedup_vs_opacus"],
@@ -281,18 +330,21 @@ def format_table(result: dict) -> str:
     """The benchmark as a short text table, then the goals."""
     lines = [f"float32 matmul: {result['matmul_gflops']:.1f} GFLOP/s "
              f"({result['machine']['torch_threads']} threads, {result['machine']['device']})",
-             f"{'workload':<13}{'sizes':>16}{'q':>8}{'basis':>6}{'batching':>9}{'engine/s':>11}{'opacus/s':>10}"
+             f"{'workload':<13}{'sizes':>16}{'q':>8}{'runs':>6}{'thr':>4}{'basis':>6}{'batching':>9}"
+             f"{'engine/s':>11}{'opacus/s':>10}"
              f"{'speed-up':>10}{'GFLOP/s':>9}{'of matmul':>11}{'drawing':>9}"]
     for r in result["workloads"]:
         sizes = "-".join(map(str, r["sizes"]))
-        lines.append(f"{r['name']:<13}{sizes:>16}{r['q']:>8g}{r['basis']:>6}{r['batching']:>9}"
+        lines.append(f"{r['name']:<13}{sizes:>16}{r['q']:>8g}{r['runs']:>6}{r['threads']:>4}"
+                     f"{r['basis']:>6}{r['batching']:>9}"
                      f"{r['engine_model_steps_per_s']:>11.1f}"
                      f"{r['opacus_model_steps_per_s']:>10.1f}{r['speedup_vs_opacus']:>9.1f}x"
                      f"{r['engine_gflops']:>9.1f}{r['fraction_of_matmul']:>10.0%}"
                      f"{r['randomness_share']:>9.0%}")
     lines.append("model-steps per second; useful FLOPs = forward + backward of the full model over "
-                 "q*n records (a span-basis head does fewer); drawing: share of the engine's step "
-                 "time spent drawing sampling and noise")
+                 "q*n records (a span-basis head does fewer), as a share of the matmul rate on the row's "
+                 "threads; drawing: share of the engine's step time spent drawing sampling and "
+                 "noise; rows on 1 thread with 1,000 runs: the default run's training jobs")
     for g in result["goals"]:
         lines.append(f"{'met' if g['met'] else 'NOT met':>7}: {g['goal']} "
                      f"(measured {g['measured']:.3g})")

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -127,18 +128,26 @@ class ScoreSet:
     white_box: bool = False
 
 
+@lru_cache(maxsize=64)
+def _accountant(segments: tuple[tuple[float, float, int], ...], delta: float) -> dict[str, float]:
+    """epsilon of a training under both adjacencies; memoised: a figure's audits of one case
+    share their history, and a PRV accounting takes a second."""
+    from subaudit.accounting import epsilon_of_history
+
+    return {adj: epsilon_of_history(list(segments), delta, adj).epsilon for adj in ADJACENCY.values()}
+
+
 def bound_rows(sets: Sequence[ScoreSet], *, game: str, history: Sequence[Sequence[float]], delta: float,
                alpha: float, procedures: Sequence[str] = tuple(PROCEDURES)) -> list[dict[str, Any]]:
     """Rows of one audit: per (score set, procedure) the lower bound at confidence ``1 - alpha``,
     the most its m canaries can show, the accountant's epsilon of the training (``history`` of
     (sigma, q, steps), Opacus' format) under both adjacencies and the game's (``reference``),
     and the final-iterate ceiling for white-box canaries of a one-setting training."""
-    from subaudit.accounting import epsilon_of_history
     from subaudit.estimation.ceilings import final_iterate_epsilon
 
     adjacency = ADJACENCY[check_choice(game, "game", GAMES)]
-    segments = [tuple(s) for s in history]
-    accountant = {adj: epsilon_of_history(segments, delta, adj).epsilon for adj in ADJACENCY.values()}
+    segments = tuple((float(s), float(q), int(t)) for s, q, t in history)
+    accountant = _accountant(segments, float(delta))
     ceiling = None
     if any(s.white_box for s in sets) and len(segments) == 1:
         sigma, q, steps = segments[0]

@@ -45,7 +45,6 @@ from opacus.grad_sample import GradSampleModule
 from opacus.optimizers import DPOptimizer
 from opacus.validators import ModuleValidator
 
-from subaudit.accounting import epsilon_of_history
 from subaudit.estimation.procedures import (
     ADJACENCY,
     GAMES,
@@ -271,6 +270,7 @@ class OneRunAudit:
     def _losses(self, model: torch.nn.Module, batch_size: int) -> np.ndarray:
         """Cross-entropy of every canary record (slot, member) under ``model``: (m, 2)."""
         records = [r for pair in self.pairs for r in pair]
+        device = next(model.parameters()).device
         was = model.training
         model.eval()
         out = []
@@ -280,7 +280,6 @@ class OneRunAudit:
                     chunk = records[k:k + batch_size]
                     x = torch.stack([torch.as_tensor(r[0]) for r in chunk])
                     y = torch.as_tensor([int(r[1]) for r in chunk])
-                    device = next(model.parameters()).device
                     logits = model(x.to(device))
                     out.append(torch.nn.functional.cross_entropy(logits, y.to(device), reduction="none").double().cpu())
         finally:
@@ -338,10 +337,13 @@ class OneRunAudit:
             if optimizer is None:
                 raise AuditError("gradient canaries are scored from the optimiser: finish(..., optimizer=...)")
             sets.append(ScoreSet("gradient", "update", self.gradient_scores(optimizer), self.gradient_bits, True))
+        if not sets:
+            raise AuditError(f"nothing to score: score={tuple(score)!r} names no score of the input canaries "
+                             f"(allowed: {', '.join(SCORES)}; loss-drop needs audit.start(model)) and there "
+                             "are no gradient canaries")
         rows = bound_rows(sets, game=self.game, history=history, delta=self.delta, alpha=self.alpha,
                           procedures=self.procedures)
         adjacency = ADJACENCY[self.game]
-        accountant = ({"add-remove": rows[0]["eps_add_remove"], "substitute": rows[0]["eps_substitute"]} if rows
-                      else {adj: epsilon_of_history(history, self.delta, adj).epsilon for adj in ADJACENCY.values()})
+        accountant = {"add-remove": rows[0]["eps_add_remove"], "substitute": rows[0]["eps_substitute"]}
         return AuditReport(self.game, adjacency, self.delta, self.alpha, tuple(rows), accountant, history)
 

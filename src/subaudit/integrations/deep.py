@@ -95,7 +95,8 @@ def load_data(archive: str, source: str, sizes: Mapping[str, int], seed: int) ->
 def make_canaries(data: DeepData, kinds: Sequence[str], count: int, *, seed: int,
                   metagradient: Mapping[str, Any] | None = None, progress: bool = False) -> dict[str, Pairs]:
     """Each input kind's ``count`` pairs, from its own block of ``2 count`` pool images (the
-    kinds share no image); the metagradient kind optimises against the public images."""
+    kinds share no image); optimised kinds (``DeepKind.optimised``) optimise against the public
+    images with the options ``metagradient``."""
     pool_x, pool_y = data.pool
     need = 2 * check_count(count, "canaries")
     if need * len(kinds) > len(pool_y):
@@ -103,7 +104,8 @@ def make_canaries(data: DeepData, kinds: Sequence[str], count: int, *, seed: int
     out = {}
     for k, kind in enumerate(kinds):
         block = slice(k * need, (k + 1) * need)
-        extra = {"public": data.public, "options": metagradient, "progress": progress} if kind == "metagradient" else {}
+        extra = ({"public": data.public, "options": metagradient, "progress": progress}
+                 if getattr(DEEP_KINDS.get(kind), "optimised", False) else {})
         out[kind] = make_pairs(kind, pool_x[block], pool_y[block], count, classes=data.classes,
                                seed=derive_seed(seed, "deep-kind", kind), **extra)
     return out

@@ -278,8 +278,8 @@ def one_run(table: pd.DataFrame, title: str) -> plt.Figure:
         for i, series in enumerate(s for s in audits if s in set(sub["series"])):
             d = sub[sub["series"] == series].sort_values("q", ascending=False)
             shift = (i - (len(audits) - 1) / 2) * 0.08
-            cost = (f"{int(d['trainings'].iloc[0]):,} trainings" if d["trainings"].iloc[0] > 1
-                    else f"1 training, {d['seconds'].mean():.1f} s")
+            trainings = int(d["trainings"].iloc[0])
+            cost = f"{trainings:,} training{'s' if trainings > 1 else ''}"
             ax.errorbar([x[q] + shift for q in d["q"]], d["epsilon"], yerr=2 * d["se"].fillna(0.0),
                         label=f"{series}: {cost} per audit", color=colors[series], marker="D",
                         linestyle="none", capsize=4)

@@ -186,8 +186,9 @@ def one_run_table(step_acc: pd.DataFrame, one_run: Iterable[Mapping[str, Any]],
     """Tidy table of the one-run figure, per (canary kind, q) at the final step: the one-run
     epsilon per method (mean and s.e. over repeats), the R-run audit of the same canary family
     (scenario ``compare_with[kind]``, ``estimator``), the final-iterate ceiling (substitute,
-    :mod:`subaudit.estimation.ceilings`) and the accountants; with each audit's cost in trainings and,
-    for one-run audits, seconds of training per audit."""
+    :mod:`subaudit.estimation.ceilings`) and the accountants; with each audit's cost in trainings.
+    Wall time is not a column: the table is versioned and must reproduce bit for bit (the
+    seconds are in the one-run jobs' logs and benchmarks)."""
     acc = step_acc[step_acc["step"] == step_acc.groupby("q")["step"].transform("max")]
     one = pd.DataFrame(list(one_run))
     est = pd.DataFrame(list(r_run))
@@ -199,14 +200,13 @@ def one_run_table(step_acc: pd.DataFrame, one_run: Iterable[Mapping[str, Any]],
             for series, value in ((EPS_S, rec.eps_substitute), (EPS_AR, rec.eps_add_remove),
                                   (CEILING.format(adjacency="substitute"), ceiling)):
                 rows.append({**base, "series": series, "method": "", "epsilon": value, "se": 0.0,
-                             "n_repeats": 0, "trainings": 0, "seconds": float("nan")})
+                             "n_repeats": 0, "trainings": 0})
             mine = one[(one["kind"] == kind) & (one["q"] == rec.q)] if not one.empty else one
             for method, group in (mine.groupby("method") if not mine.empty else ()):
                 rows.append({**base, "series": f"one-run audit ({method}, m = {int(group['canaries'].iloc[0])})",
                              "method": method, "epsilon": group["epsilon"].mean(),
                              "se": group["epsilon"].std(ddof=1) / np.sqrt(len(group)),
-                             "n_repeats": len(group), "trainings": 1,
-                             "seconds": float(group["seconds"].mean())})
+                             "n_repeats": len(group), "trainings": 1})
             if not est.empty:
                 final = est[(est["q"] == rec.q) & (est["scenario"] == scenario)
                             & (est["estimator"] == estimator)]
@@ -216,8 +216,7 @@ def one_run_table(step_acc: pd.DataFrame, one_run: Iterable[Mapping[str, Any]],
                                  "method": estimator, "epsilon": final["epsilon"].mean(),
                                  "se": final["epsilon"].std(ddof=1) / np.sqrt(len(final)),
                                  "n_repeats": len(final),
-                                 "trainings": int(final["n_positive"].iloc[0] + final["n_negative"].iloc[0]),
-                                 "seconds": float("nan")})
+                                 "trainings": int(final["n_positive"].iloc[0] + final["n_negative"].iloc[0])})
     table = pd.DataFrame(rows)
     return table.sort_values(["kind", "q", "series"], ascending=[True, False, True], ignore_index=True)
 

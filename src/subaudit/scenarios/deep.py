@@ -118,12 +118,15 @@ def metagradient_pairs(pool_x: torch.Tensor, pool_y: torch.Tensor, count: int, *
 
 @dataclass(frozen=True)
 class DeepKind:
-    """A canary kind of the deep-network audits: how its pairs are made (None: white-box)."""
+    """A canary kind of the deep-network audits: how its pairs are made (None: white-box);
+    ``optimised``: ``make`` also takes the public images, the optimisation's options and a
+    progress switch (``public``, ``options``, ``progress``)."""
 
     name: str
     label: str
     make: Callable[..., Pairs] | None
     description: str
+    optimised: bool = False
 
     @property
     def white_box(self) -> bool:
@@ -135,7 +138,7 @@ DEEP_KINDS: dict[str, DeepKind] = {k.name: k for k in (
     DeepKind("random", "random", random_pairs, "held-out images with their own labels"),
     DeepKind("mislabeled", "mislabeled", mislabeled_pairs, "held-out images with another label"),
     DeepKind("metagradient", "metagradient", metagradient_pairs,
-             "mislabeled records optimised through a proxy CNN's non-private training"),
+             "mislabeled records optimised through a proxy CNN's non-private training", optimised=True),
     DeepKind("gradient", "gradient (white-box)", None, "Dirac canaries +-C e_j inside the DP step"),
 )}
 
