@@ -346,7 +346,7 @@ def deep_one_run(table: pd.DataFrame, score: str, title: str) -> plt.Figure:
                         palette=palette, errorbar=None, alpha=0.55, ax=ax, legend=(i == 0 and j == 0))
             sns.stripplot(sub, x="kind", y="epsilon", hue="procedure", order=kinds, hue_order=procedures,
                           palette=palette, dodge=True, size=4, edgecolor="black", linewidth=0.5, ax=ax,
-                          legend=False)
+                          legend=False, jitter=False)   # seaborn jitters from numpy's global RNG
             adjacency, ref = sub["adjacency"].iloc[0], sub["reference"].mean()
             name = "eps_AR" if adjacency == "add-remove" else "eps_S"
             ax.set_title(f"{case}, {game} game ({adjacency}): accountant {name} = {ref:.3g}")
