@@ -24,7 +24,8 @@ from __future__ import annotations
 import platform
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -232,19 +233,15 @@ def _opacus_rate(w: Workload, steps: int, device: str) -> float:
     return steps / (time.perf_counter() - t0)
 
 
-class _threads:
-    """torch's intra-op thread count set for a block, then restored."""
-
-    def __init__(self, n: int | None) -> None:
-        self.n, self.before = n, torch.get_num_threads()
-
-    def __enter__(self) -> int:
-        if self.n is not None:
-            torch.set_num_threads(self.n)
-        return torch.get_num_threads()
-
-    def __exit__(self, *exc: object) -> None:
-        torch.set_num_threads(self.before)
+@contextmanager
+def _threads(n: int) -> Iterator[None]:
+    """torch's intra-op thread count set to ``n`` for a block, then restored."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def _goals(rows: list[dict]) -> list[dict]:
