@@ -683,3 +683,33 @@ def test_offsets_split_flat_params():
     assert offsets.tolist() == [0, 35, 40, 55, 58] and offsets[-1] == model.num_params
     for p, lo, hi in zip(params, offsets[:-1], offsets[1:]):
         assert torch.equal(flat[:, lo:hi].reshape(p.shape), p)
+
+
+def test_runs_on_d_are_trained_once_for_several_substitutes_of_one_target():
+    """``also``: with every run on D (bit 1), each substitute's scores are those of training
+    with that canary alone (the runs never see z'), in full and, with all canaries in the basis,
+    in the span; a bit 0 or another target z is refused."""
+    model = MLP((30, 3))
+    data = _data(10, 30, 3, seed=4)
+    g = torch.Generator().manual_seed(8)
+    z = torch.randn(30, generator=g, dtype=torch.float64)
+    pairs = [InputCanary(torch.stack([z, torch.randn(30, generator=g, dtype=torch.float64)]),
+                         torch.tensor([1, y])) for y in (1, 2, 0)]
+    dp = DPConfig(steps=6, sampling_rate=0.5, noise_multiplier=0.9, clip=1.0, lr=0.1)
+    kw = dict(seed=SEED, runs=[0, 2, 4, 6], bits=[1, 1, 1, 1], score_every=3, init="random",
+              dtype=torch.float64, progress=False)
+    for basis in ("full", "span"):
+        res = train(model, data, pairs[0], dp, basis=basis, also=pairs[1:], **kw)
+        assert len(res.also) == 2 and res.also[0].shape == res.scores.shape == (2, 4)
+        alone = [train(model, data, c, dp, basis="full", **kw).scores for c in pairs]
+        if basis == "full":
+            for got, want in zip([res.scores, *res.also], alone):
+                assert np.array_equal(got, want)
+        else:     # other noise coordinates (the basis holds all three z'): other draws, same law
+            assert not np.allclose(res.scores, alone[0])
+            assert np.isfinite(np.stack(res.also)).all()
+    with pytest.raises(ParameterError, match="bits"):
+        train(model, data, pairs[0], dp, also=pairs[1:], **{**kw, "bits": [1, 0, 1, 0]})
+    other = InputCanary(torch.randn(2, 30, generator=g, dtype=torch.float64), torch.tensor([1, 2]))
+    with pytest.raises(ParameterError, match="same z"):
+        train(model, data, pairs[0], dp, also=[other], **kw)

@@ -136,3 +136,15 @@ def test_seeds_are_the_published_derivations():
         S.seed(root, "train", {"experiment": "image", "scenario": "S2"})
     with pytest.raises(ParameterError):
         S.seed(root, "bogus", {})
+
+
+def test_target_groups_share_the_world_of_z_where_two_scenarios_audit_a_setting():
+    exps = {"a": {"sampling_rates": [1.0, 0.5], "clip": 1.0, "steps": 10, "every": 5, "lr": 0.1}}
+    both = S.grid(exps, ["S2", "S3", "S4", "S7"], target_epsilon=4.0, runs=8, repeats=1)
+    groups = S.target_groups(both, SCENARIOS)
+    assert groups == {("a", s.key("shard")): ("S3", "S4") for s in both if s.scenario == "S3"}
+    assert len(groups) == 2                    # one per q; S2 and S7 train both worlds themselves
+    alone = S.grid(exps, ["S2", "S3", "S7"], target_epsilon=4.0, runs=8, repeats=1)
+    assert S.target_groups(alone, SCENARIOS) == {}
+    assert S.seed(1, "target-world", {"experiment": "a", "q": 1.0, "repeat": 0}) != \
+        S.seed(1, "train", {"experiment": "a", "scenario": "S3", "q": 1.0, "repeat": 0})

@@ -8,13 +8,17 @@ import pandas as pd
 import pytest
 
 from subaudit.reporting import tables
-from subaudit.reporting.claims import CLAIMS, Evidence, compare, final_audits, judge_all, paired_t
+from scipy import stats
+
+from subaudit.reporting.claims import CLAIMS, Evidence, compare, difference, final_audits, judge_all, paired_t
 
 
 def natural(audits: dict[tuple[float, str], list[float]], eps_ar: float = 1.0, eps_s: float = 2.0,
-            panel: str = "q") -> pd.DataFrame:
+            panel: str = "q", pooled: dict[tuple[float, str], float] | None = None) -> pd.DataFrame:
     """A natural-data figure table at steps 5 and 10: audits[(panel value, scenario)] are
-    the final-step estimates of the repeats (step 5 is half of them)."""
+    the final-step estimates of the repeats (step 5 is half of them), pooled[...] the final
+    step of the repeats pooled into one audit (default: the best repeat)."""
+    pooled = pooled or {}
     values = sorted({v for v, _ in audits})
     acc = pd.DataFrame([{panel: v, "q": v if panel == "q" else 1.0, "sigma": 3.0, "delta": 1e-5,
                          "step": t, "eps_substitute": eps_s * t / 10, "eps_add_remove": eps_ar * t / 10}
@@ -22,7 +26,10 @@ def natural(audits: dict[tuple[float, str], list[float]], eps_ar: float = 1.0, e
     est = [{panel: v, "q": v if panel == "q" else 1.0, "scenario": s, "repeat": i, "step": t,
             "estimator": "auc", "epsilon": e * t / 10}
            for (v, s), reps in audits.items() for i, e in enumerate(reps) for t in (5, 10)]
-    return tables.natural_table(acc, est, panel=panel)
+    pool = [{panel: v, "q": v if panel == "q" else 1.0, "scenario": s, "step": t, "estimator": "auc",
+             "epsilon": pooled.get((v, s), max(reps)) * t / 10, "n_positive": 500 * len(reps),
+             "n_negative": 500 * len(reps)} for (v, s), reps in audits.items() for t in (5, 10)]
+    return tables.natural_table(acc, est, pool, panel=panel)
 
 
 def fig2(audit: float = 3.9, group_factor: float = 1.1) -> pd.DataFrame:
@@ -31,7 +38,9 @@ def fig2(audit: float = 3.9, group_factor: float = 1.1) -> pd.DataFrame:
            for t in (2, 4)]
     est = [{"q": 1.0, "target_epsilon": t, "repeat": r, "step": 10, "estimator": "auc",
             "epsilon": audit * t / 4 + 0.01 * r} for t in (2, 4) for r in range(3)]
-    return tables.fig2_table(cal, est, "substitute")
+    pooled = [{"q": 1.0, "target_epsilon": t, "step": 10, "estimator": "auc", "epsilon": audit * t / 4 + 0.03,
+               "n_positive": 300, "n_negative": 300} for t in (2, 4)]
+    return tables.fig2_table(cal, est, pooled, "substitute")
 
 
 def deep(gain: float = 0.2, spread: float = 0.02, repeats: int = 3, cases=("scratch", "finetune"),
@@ -85,17 +94,33 @@ def verdicts(ev: Evidence) -> dict[int, str]:
     return {v.claim: v.status for v in judge_all(ev)}
 
 
-def test_compare_uses_two_standard_errors():
-    assert compare(3.0, 0.4, 2.0) == "above"
-    assert compare(3.0, 0.6, 2.0) == "within error"
-    assert compare(1.0, 0.4, 2.0) == "below"
-    assert compare(3.0, float("nan"), 2.0) == "unknown"
+def test_compare_decides_above_by_the_pooled_bound_and_below_by_a_t_interval():
+    audit = {"epsilon": 2.5, "mean": 1.5, "se": 0.1, "n_repeats": 3}
+    assert compare(audit, 2.0) == "above"                   # the pooled bound exceeds it
+    t2 = 4.302652729911275                                  # t(0.975; 2 df)
+    assert compare({**audit, "epsilon": 1.9}, 1.5 + t2 * 0.1 + 1e-9) == "below"
+    assert compare({**audit, "epsilon": 1.9}, 1.5 + t2 * 0.1 - 1e-9) == "within error"
+    assert compare({**audit, "epsilon": 1.9, "n_repeats": 1, "se": float("nan")}, 3.0) == "unknown"
+    assert compare({**audit, "n_repeats": 1, "se": float("nan")}, 2.0) == "above"
+
+
+def test_difference_is_the_welch_t_interval_of_the_repeats_means():
+    a = {"mean": 2.0, "se": 0.1, "n_repeats": 3}
+    b = {"mean": 1.0, "se": 0.2, "n_repeats": 5}
+    va, vb = 0.01, 0.04
+    df = (va + vb) ** 2 / (va ** 2 / 2 + vb ** 2 / 4)
+    half = stats.t.ppf(0.975, df) * np.sqrt(va + vb)
+    assert difference(a, b) == pytest.approx((1.0, 1.0 - half, 1.0 + half))
+    assert np.isnan(difference(a, {**b, "n_repeats": 1})[1])
 
 
 def test_final_audits_read_the_last_step_and_its_accountants():
     f = final_audits(evidence().tables["fig3"], "auc").set_index(["q", "scenario"])
-    assert f.loc[(1.0, "S2"), "epsilon"] == pytest.approx(3.0)
+    assert f.loc[(1.0, "S2"), "epsilon"] == pytest.approx(3.1)      # pooled: the best repeat here
+    assert f.loc[(1.0, "S2"), "mean"] == pytest.approx(3.0)
     assert f.loc[(1.0, "S2"), "se"] == pytest.approx(0.1 / np.sqrt(3))
+    assert (f.loc[(1.0, "S2"), "low"], f.loc[(1.0, "S2"), "high"]) == pytest.approx((2.9, 3.1))
+    assert f.loc[(1.0, "S2"), "n_runs"] == 3000
     assert f.loc[(1.0, "S2"), "eps_AR"] == 1.0 and f.loc[(1.0, "S2"), "eps_S"] == 2.0
 
 
@@ -112,7 +137,8 @@ def test_changing_the_numbers_behind_a_claim_changes_its_verdict():
     low = natural({(1.0, "S2"): [0.5, 0.6, 0.4], (1.0, "S3"): [0.4, 0.5, 0.3]})
     assert verdicts(evidence(fig3=low))[3] == "refuted"
     # 3: S2 within error of eps_AR: cannot tell
-    noisy = natural({(1.0, "S2"): [0.5, 3.0, 1.0], (1.0, "S3"): [0.4, 0.5, 0.3]})
+    noisy = natural({(1.0, "S2"): [0.5, 3.0, 1.0], (1.0, "S3"): [0.4, 0.5, 0.3]},
+                    pooled={(1.0, "S2"): 0.9})
     assert verdicts(evidence(fig3=noisy))[3] == "cannot tell"
     # 4: an input canary above eps_AR from scratch
     up = natural({(0.25, "S2"): [3.0, 3.2, 2.8], (0.25, "S3"): [2.0, 2.1, 1.9]})
@@ -141,6 +167,18 @@ def test_changing_the_numbers_behind_a_claim_changes_its_verdict():
     assert verdicts(evidence(**{"deep-one-run": deep(gain=0.0, spread=0.3)}))[8] == "cannot tell"
     one = deep(repeats=1, cases=("scratch",), games=("substitute",))
     assert verdicts(evidence(**{"deep-one-run": one}))[8] == "cannot tell"
+
+
+def test_the_pooled_bound_decides_where_no_repeat_alone_does():
+    # every repeat of S3 below eps_AR from scratch, but all runs together are above it: refuted
+    reps = {(0.25, "S2"): [3.0, 3.2, 2.8], (0.25, "S3"): [0.9, 0.95, 0.85]}
+    assert verdicts(evidence(fig4=natural(reps, pooled={(0.25, "S3"): 0.99})))[4] == "supported"
+    assert verdicts(evidence(fig4=natural(reps, pooled={(0.25, "S3"): 1.05})))[4] == "refuted"
+    # S2 of a fine-tuned model: no repeat above eps_AR, the pooled audit is: supported
+    weak = {(1.0, "S2"): [0.95, 0.9, 0.97], (1.0, "S3"): [0.4, 0.5, 0.3],
+            (0.25, "S2"): [2.0, 2.1, 1.9], (0.25, "S3"): [0.3, 0.3, 0.2]}
+    assert verdicts(evidence(fig3=natural(weak, pooled={(1.0, "S2"): 1.02})))[3] == "supported"
+    assert verdicts(evidence(fig3=natural(weak, pooled={(1.0, "S2"): 0.98})))[3] == "cannot tell"
 
 
 def test_paired_t_is_the_t_interval_of_the_differences():

@@ -33,19 +33,29 @@ def _estimates(values):
     return recs
 
 
+def _pooled(values):
+    """The repeats pooled into one audit: here 0.2 above the best repeat (1,000 runs each)."""
+    return [{"q": q, "target_epsilon": eps, "step": step, "estimator": est,
+             "epsilon": max(reps) + shift + 0.2, "n_positive": 500 * len(reps), "n_negative": 500 * len(reps)}
+            for (q, eps), reps in values.items() for est, shift in (("auc", -0.1), ("paper", 0.0))
+            for step in (250, 500)]
+
+
 VALUES = {(1.0, 2.0): [1.9, 2.0, 2.1], (1.0, 4.0): [3.5, 3.9, 4.0],
           (0.25, 2.0): [1.0, 1.5, 1.7], (0.25, 4.0): [3.0, 3.2, 3.1]}
 
 
-def test_fig2_table_aggregates_final_step_over_repeats():
-    table = fig2_table(_calibrations(), _estimates(VALUES), adjacency="substitute")
+def test_fig2_table_shows_the_pooled_audit_beside_the_repeats_at_the_final_step():
+    table = fig2_table(_calibrations(), _estimates(VALUES), _pooled(VALUES), adjacency="substitute")
     paper = table[table["estimator"] == "paper"]
     assert len(paper) == 4
     row = paper[(paper.q == 0.25) & (paper.target_epsilon == 2.0)].iloc[0]
     vals = np.array(VALUES[(0.25, 2.0)])
-    assert row.epsilon == pytest.approx(vals.mean())
+    assert row.epsilon == pytest.approx(vals.max() + 0.2)   # the pooled audit
+    assert row["mean"] == pytest.approx(vals.mean())
     assert row.se == pytest.approx(vals.std(ddof=1) / np.sqrt(3))
-    assert row.n_repeats == 3
+    assert (row.low, row.high) == pytest.approx((vals.min(), vals.max()))
+    assert (row.n_repeats, row.n_runs) == (3, 3000)
     assert "paper estimator" in row.series and "substitute" in row.series
     acc = table[table["series"] == EPS_GROUP]
     assert sorted(acc["epsilon"]) == pytest.approx([2.2, 2.2, 4.4, 4.4])
@@ -57,8 +67,8 @@ def test_fig2_table_aggregates_final_step_over_repeats():
         assert row.epsilon == pytest.approx(final_iterate_epsilon(row.sigma, row.q, 500, 1e-5, "substitute"))
 
 
-def test_fig2_draws_every_series_with_two_se_error_bars():
-    table = fig2_table(_calibrations(), _estimates(VALUES), adjacency="substitute")
+def test_fig2_draws_the_pooled_audits_and_the_range_of_the_repeats():
+    table = fig2_table(_calibrations(), _estimates(VALUES), _pooled(VALUES), adjacency="substitute")
     fig = figures.epsilon_vs_target(table)
     axes = fig.axes
     assert len(axes) == 2
@@ -68,14 +78,13 @@ def test_fig2_draws_every_series_with_two_se_error_bars():
     assert EPS_S in labels and EPS_AR in labels and EPS_GROUP in labels
     assert "final-iterate ceiling (substitute)" in labels
     assert any("auc estimator" in lab for lab in labels)
-    assert "2 standard errors over 3 repeats" in fig._suptitle.get_text()
-    # the error bar of (q = 1, eps = 2, paper) spans mean +- 2 se
+    assert "3 repeats pooled into one audit" in fig._suptitle.get_text()
+    # the bar of (q = 1, eps = 2, paper) spans the repeats; its marker is the pooled audit
     vals = np.array(VALUES[(1.0, 2.0)])
-    half = 2 * vals.std(ddof=1) / np.sqrt(3)
     segs = [c for c in axes[0].collections if hasattr(c, "get_segments")]
     spans = [tuple(s[:, 1]) for c in segs for s in c.get_segments()]
-    assert any(lo == pytest.approx(vals.mean() - half) and hi == pytest.approx(vals.mean() + half)
-               for lo, hi in spans)
+    assert any(lo == pytest.approx(vals.min()) and hi == pytest.approx(vals.max()) for lo, hi in spans)
+    assert any(np.any(np.isclose(line.get_ydata(), vals.max() + 0.2)) for line in axes[0].get_lines())
 
 
 def test_figA5_marks_the_ratio_two_and_skips_missing_cells(tmp_path):
@@ -148,12 +157,14 @@ def test_ablation_figure_has_a_panel_per_value():
                         for c in (1.0, 4.0) for t in (5, 10)])
     est = [{"clip": c, "q": 1.0, "scenario": "S3", "repeat": 0, "step": t, "estimator": "auc",
             "epsilon": c * t / 10} for c in (1.0, 4.0) for t in (5, 10)]
-    table = natural_table(acc, est, panel="clip")
+    pooled = [{**e, "n_positive": 500, "n_negative": 500} for e in est]
+    pooled = [{k: v for k, v in e.items() if k != "repeat"} for e in pooled]
+    table = natural_table(acc, est, pooled, panel="clip")
     assert list(table[table.scenario == "S3"]["clip"]) == [1.0, 1.0, 4.0, 4.0]
     fig = figures.epsilon_vs_step(table, "test", panel="clip")
     assert [ax.get_title() for ax in fig.axes] == ["C = 1  (q = 1)  (σ = 20, δ = 1e-05)",
                                                    "C = 4  (q = 1)  (σ = 20, δ = 1e-05)"]
-    assert "no error band" in fig._suptitle.get_text()
+    assert "no band" in fig._suptitle.get_text()
 
 
 def test_runs_table_estimates_the_first_runs_and_draws_the_ceilings():

@@ -29,7 +29,8 @@ def report():
 def test_final_step_table_sets_audits_beside_accountants_and_ceilings():
     table = final_step_table(evidence().tables["fig3"], "auc", 200, 1e-5, 0.05)
     row = table[(table["q"] == "1") & (table["scenario"] == "S2 crafted gradient")].iloc[0]
-    assert row["audit (auc)"] == "3 ± 0.12"          # mean 3.0, 2 s.e. of (3.0, 3.1, 2.9)
+    assert row["audit (auc)"] == "3.1 (repeats 2.9–3.1)"   # pooled (the best repeat here), their range
+    assert (row["repeats"], row["runs"]) == (3, 3000)
     assert row["eps_AR"] == "1" and row["eps_S (accountant)"] == "2" and row["T"] == 10
     group = accounting.epsilon(3.0, 1.0, 10, 1e-5, "group").epsilon
     assert row["eps_S (group privacy)"] == f"{group:.3g}"
@@ -52,21 +53,21 @@ def test_metrics_hold_verdict_codes_and_final_step_audits(report):
     m = json.loads(json.dumps(report.metrics))
     assert m["supported"] == len(CLAIMS) and m["refuted"] == 0 and m["estimator"] == "auc"
     assert {k: v["code"] for k, v in m["claims"].items()} == {str(c): 1 for c in CLAIMS}
-    assert m["final_step"]["fig3"]["1_S2"] == pytest.approx(3.0)
-    assert m["final_step"]["figA2"]["4_S3"] == pytest.approx(0.5)
+    assert m["final_step"]["fig3"]["1_S2"] == pytest.approx(3.1)      # the pooled audits
+    assert m["final_step"]["figA2"]["4_S3"] == pytest.approx(0.6)
 
 
 def test_metrics_keep_the_numbers_not_the_tables_digits():
     ev = evidence()
     table = ev.tables["fig3"].copy()
     audits = (table["estimator"] == "auc") & (table["scenario"] == "S2")
-    table.loc[audits, "epsilon"] += 0.001234          # 3.001234: "3" in a 3-digit table
+    table.loc[audits, "epsilon"] += 0.001234          # 3.101234: "3.1" in a 3-digit table
     rep = build({**ev.tables, "fig3": table}, FIGS, estimator="auc", natural=ev.natural,
                 ablations=ev.ablations, base=ev.base, runs=200, delta=1e-5, alpha=0.05, settings={})
     f = final_audits(table, "auc")
     assert rep.metrics["final_step"]["fig3"] == {f"{r['q']:g}_{r['scenario']}": r["epsilon"]
                                                  for _, r in f.iterrows()}
-    assert rep.metrics["final_step"]["fig3"]["1_S2"] == pytest.approx(3.001234)
+    assert rep.metrics["final_step"]["fig3"]["1_S2"] == pytest.approx(3.101234)
 
 
 def test_verdicts_need_a_valid_estimator():

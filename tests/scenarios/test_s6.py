@@ -15,8 +15,10 @@ from subaudit.engine import (
     LogitDifference,
     Records,
     RunStreams,
+    init_params,
 )
 from subaudit.engine.dpsgd import CLIP_EPS
+from subaudit.engine.unroll import unroll
 from subaudit.scenarios.domain import Domain
 from subaudit.scenarios.s6 import (
     craft_metagradient,
@@ -45,8 +47,8 @@ def test_metagradient_agrees_with_finite_differences(sizes, optimizer, init):
     dp = DPConfig(steps=9, sampling_rate=0.4, noise_multiplier=0.8, clip=0.5, lr=0.05, optimizer=optimizer)
 
     def J(xp: torch.Tensor) -> torch.Tensor:
-        streams = [RunStreams(5, r) for r in range(4)]
-        a, b = pair_scores(model, data, x, 1, xp, 2, dp, streams, init, LogitDifference(), 4)
+        a, b = pair_scores(model, data, x, 1, xp, 2, dp, seed=5, runs=range(4), init=init,
+                           score=LogitDifference(), segment=4)
         return objective(a, b)
 
     xp = torch.randn(6, dtype=F64, generator=torch.Generator().manual_seed(3), requires_grad=True)
@@ -123,20 +125,91 @@ def test_a_metastep_ascends_the_objective_on_its_own_crafting_runs():
     data = Records(feats["train"].x[1:], feats["train"].y[1:])
     dp = DPConfig(steps=10, sampling_rate=0.5, noise_multiplier=1.0, clip=1.0, lr=0.5)
     domain = Domain.of(feats["train"].x)
-    xp, history = optimise_substitute(model, data, x, y, 1, dp, init="zero", seed=11, score=LogitDifference(),
-                                      domain=domain, metasteps=1, runs=8, lr=0.01)
-    streams = lambda: [RunStreams(derive_seed(11, "S6", "metagradient"), b) for b in range(8)]   # noqa: E731
+    xp, history, kept = optimise_substitute(model, data, x, y, 1, dp, init="zero", seed=11,
+                                            score=LogitDifference(), domain=domain, metasteps=1, runs=8, lr=0.01)
+    runs = dict(seed=derive_seed(11, "S6", "metagradient"), runs=range(8), init="zero", score=LogitDifference())
     u = x.clone().requires_grad_(True)
-    value = objective(*pair_scores(model, data, x, y, u, 1, dp, streams(), "zero", LogitDifference(), 10))
+    value = objective(*pair_scores(model, data, x, y, u, 1, dp, **runs))
     value.backward()
     grad = u.grad
-    assert history == [pytest.approx(float(value.detach()), rel=1e-12)]
+    assert history == [pytest.approx(float(value.detach()), rel=1e-12)] and kept == 1
     step = 0.01 * domain.unit.numpy() * np.sign(grad.numpy())
     np.testing.assert_allclose((xp - x).numpy(), step, rtol=1e-4)        # up to Adam's eps
     with torch.no_grad():
-        after = objective(*pair_scores(model, data, x, y, xp, 1, dp, streams(), "zero", LogitDifference(),
-                                        10))
+        after = objective(*pair_scores(model, data, x, y, xp, 1, dp, **runs))
     assert float(after) > float(value.detach())
+
+
+@pytest.mark.parametrize(("sizes", "optimizer", "init"), [((6, 4), "sgd", "zero"), ((6, 5, 4), "adam", "random")])
+def test_the_target_world_trained_by_the_engine_is_its_unrolled_training(sizes, optimizer, init):
+    """D does not depend on x', so the engine trains it (no graph): its scores are those of the
+    same runs unrolled with z as record n."""
+    model, data = MLP(sizes), _data(20)
+    x, xp = (torch.randn(6, dtype=F64, generator=torch.Generator().manual_seed(s)) for s in (2, 3))
+    dp = DPConfig(steps=7, sampling_rate=0.4, noise_multiplier=0.8, clip=0.5, lr=0.05, optimizer=optimizer)
+    s_in, _ = pair_scores(model, data, x, 1, xp, 2, dp, seed=5, runs=range(4), init=init, score=LogitDifference())
+    streams = RunStreams.for_runs(5, range(4))
+    start = init_params(model, streams, init, F64)
+    final = unroll(model, data, x[None].expand(4, -1), torch.full((4,), 1), start, dp, streams)
+    canary = InputCanary(torch.stack([x, xp]), torch.tensor([1, 2]))
+    np.testing.assert_allclose(s_in.numpy(), LogitDifference().bind(canary, start)(final)[:, 0].numpy(),
+                               rtol=0, atol=1e-12)
+    assert float(s_in.std()) > 1e-3                                 # runs that differ
+
+
+def _ascent(lr: float, objective_kind: str = "unrolled"):
+    model, feats = MLP((5, 3)), _features()
+    x, y = feats["train"].x[0], int(feats["train"].y[0])
+    data = Records(feats["train"].x[1:], feats["train"].y[1:])
+    dp = DPConfig(steps=10, sampling_rate=0.5, noise_multiplier=0.5, clip=1.0, lr=0.5)
+    kw = dict(init="zero", seed=11, score=LogitDifference(), domain=Domain.of(feats["train"].x), runs=8, lr=lr,
+              objective_kind=objective_kind)
+    return model, data, x, y, dp, lambda m: optimise_substitute(model, data, x, y, 1, dp, metasteps=m, **kw)
+
+
+@pytest.mark.parametrize(("lr", "stops"), [(3.0, True), (0.02, False)])
+def test_a_step_is_kept_only_where_the_next_metasteps_runs_confirm_it(lr, stops):
+    """Metastep i compares its record with the one before the last step on its own fresh runs
+    (recomputed here, both unrolled); the first step that did not raise the objective there is
+    undone and ends the ascent (an overshooting lr), else every step is taken."""
+    model, data, x, y, dp, ascend = _ascent(lr)
+    xp, history, kept = ascend(4)
+    runs = lambda i: dict(seed=derive_seed(11, "S6", "metagradient"), runs=range(8 * i, 8 * i + 8),  # noqa: E731
+                          init="zero", score=LogitDifference())
+    records = [x] + [ascend(j)[0] for j in range(1, max(len(history), kept + 1))]
+    for i in range(1, len(history)):
+        with torch.no_grad():
+            now, before = (float(objective(*pair_scores(model, data, x, y, r, 1, dp, **runs(i))))
+                           for r in (records[i], records[i - 1]))
+        assert history[i] == pytest.approx(now, rel=1e-9)
+        assert (now <= before) == (i == len(history) - 1 and kept < 4), (i, now, before)
+    assert (kept < 4) == stops and len(history) == (kept + 2 if stops else 4)
+    assert torch.equal(xp, records[kept]) and not torch.equal(records[1], x)    # steps that move x'
+
+
+def test_the_linearised_ascent_stops_where_its_objective_stops_rising():
+    _, _, x, _, _, ascend = _ascent(3.0, objective_kind="linearised")
+    xp, history, kept = ascend(4)
+    assert kept < 4 and len(history) == kept + 2 and history[-1] <= history[-2]
+    assert all(b > a for a, b in zip(history[:-2], history[1:-1]))
+    assert torch.equal(xp, ascend(kept)[0] if kept else x)                # x itself, not a rounding of it
+
+
+def test_a_record_that_did_not_move_is_the_start_checked_once(monkeypatch):
+    """With no step kept x' is x: S4's pair, whose check is not run a second time."""
+    import subaudit.scenarios.s6 as s6
+
+    model, feats = MLP((5, 3)), _features()
+    dp = DPConfig(steps=10, sampling_rate=0.5, noise_multiplier=0.5, clip=1.0, lr=0.5)
+    reference = [torch.zeros(3, 5, dtype=F64), torch.zeros(3, dtype=F64)]
+    checked = []
+    monkeypatch.setattr(s6, "fresh_objective", lambda *a, **k: checked.append(a[2]) or fresh_objective(*a, **k))
+    info = craft_metagradient(model, feats, 0, reference, dp, init="zero", seed=11, score=LogitDifference(),
+                              metasteps=4, runs=8, lr=3.0, objective_kind="linearised", check_runs=20,
+                              dtype=F64).info
+    assert info["metasteps_kept"] == 0 and info["kept"] == "start" and info["distance"] == 0.0
+    assert len(checked) == 1 and torch.equal(checked[0].x[1], checked[0].x[0])
+    assert info["fresh_objective_optimised"] == info["fresh_objective_start"]
 
 
 def test_crafting_is_deterministic_and_never_worse_than_its_start_on_the_check_runs():
@@ -147,7 +220,9 @@ def test_crafting_is_deterministic_and_never_worse_than_its_start_on_the_check_r
               dtype=F64)
     crafted = craft_metagradient(model, feats, 0, reference, dp, **kw)
     canary, info = crafted.canary, crafted.info
-    assert crafted.scenario == "S6" and info["domain"] == "box" and len(info["objective_per_metastep"]) == 6
+    assert crafted.scenario == "S6" and info["domain"] == "box"
+    steps = info["metasteps_kept"]
+    assert len(info["objective_per_metastep"]) == (6 if steps == 6 else steps + 2)
     assert torch.equal(canary.x[0], feats["train"].x[0]) and int(canary.y[0]) == int(feats["train"].y[0])
     assert int(canary.y[1]) == info["label_prime"] != info["label"]
     lo, hi = feats["train"].x.amin(0), feats["train"].x.amax(0) + 0.1    # the aux records reach + 0.1
@@ -177,7 +252,7 @@ def test_crafting_options_are_checked():
 
 _PEAK_MEMORY = """
 import resource, sys, torch
-from subaudit.engine import MLP, DPConfig, LogitDifference, Records, RunStreams
+from subaudit.engine import MLP, DPConfig, LogitDifference, Records
 from subaudit.scenarios.s6 import objective, pair_scores
 torch.set_num_threads(1)
 g = torch.Generator().manual_seed(0)
@@ -185,9 +260,8 @@ data = Records(torch.rand(200, 256, generator=g), torch.randint(0, 26, (200,), g
 dp = DPConfig(steps=int(sys.argv[1]), sampling_rate=0.25, noise_multiplier=1.0, clip=1.0, lr=0.01,
               optimizer="adam")
 xp = data.x[1].clone().requires_grad_(True)
-streams = [RunStreams(0, b) for b in range(16)]
-a, b = pair_scores(MLP((256, 128, 26)), data, data.x[0], 1, xp, 2, dp, streams, "random",
-                    LogitDifference(), 10, dtype=torch.float32)
+a, b = pair_scores(MLP((256, 128, 26)), data, data.x[0], 1, xp, 2, dp, seed=0, runs=range(16), init="random",
+                   score=LogitDifference())
 objective(a, b).backward()
 print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 """

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import job_counts, lean, setting_path, snakemake, tiny, workflow_copy, write_params
+from conftest import base_ablations, job_counts, lean, setting_path, snakemake, tiny, workflow_copy, write_params
 from subaudit.pipeline.config import ConfigError, validate_params
 from subaudit.scenarios.reconstruction import OUTCOMES
 
@@ -202,11 +202,12 @@ def test_param_change_reruns_only_dependent_jobs(tiny_copy):
         params["s1"]["sampling_rates"] = [1.0, 0.25]
         params["natural"]["experiments"]["image"]["sampling_rates"] = [1.0, 0.5]
         write_params(workdir, params)
-        # one new q: its S2, S6 and S7 canaries, 6 scenarios x 1 shard, merged estimates and the
-        # figure; features, reference model and S3-S5 canaries are untouched, and the calibration
-        # at (q 0.5, T 4, k 2, eps 4) is the tabular experiment's, already there; Fig 5 takes
-        # the new q's audits, the ablations (at q = 1) are untouched
-        assert job_counts(workdir) == {"all": 1, "craft": 3, "train_shard": 6,
+        # one new q: its S2, S6 and S7 canaries, 6 scenarios x 1 shard (S3-S6 their runs with
+        # z', and one shard of the runs with z they share), merged estimates and the figure;
+        # features, reference model and S3-S5 canaries are untouched, and the calibration at
+        # (q 0.5, T 4, k 2, eps 4) is the tabular experiment's, already there; Fig 5 takes the
+        # new q's audits, the ablations (at q = 1) are untouched
+        assert job_counts(workdir) == {"all": 1, "craft": 3, "train_shard": 6, "train_target": 1,
                                        "estimate_natural": 6, "epsilon_vs_step": 1,
                                        "one_run": 2, "one_run_figure": 1, "runs_figure": 1,
                                        "report": 1}
@@ -219,8 +220,9 @@ def test_param_change_reruns_only_dependent_jobs(tiny_copy):
         counts = job_counts(workdir)
         assert "features" not in counts and counts["craft"] == 3       # S6 of each experiment
         # (one shard x 6 scenarios x 3 experiments, and x 4 scenarios x 3 ablation values of C,
-        # T and lr)
+        # T and lr; the shared runs with z of S3-S6 at each of those 6 settings)
         assert "reference" not in counts and counts["train_shard"] == 6 * 3 + 4 * 3
+        assert counts["train_target"] == 3 + 3
     finally:
         write_params(workdir, tiny())
     assert job_counts(workdir) == {}
@@ -255,20 +257,24 @@ def test_variations_reuse_what_they_do_not_change(tiny_copy):
 
 
 def test_reproduction_switches_run_the_papers_code_choices(tmp_path):
-    """presets/paper.yaml's switches on the tiny image experiment at two q: a minibatch
-    reference per q (so the S3-S5 canaries are per q too), log-odds S3/S5 scores, the
-    gradient-rms S2 coordinate and a small S5 pool; the report names each switch."""
+    """presets/paper.yaml's switches on the tiny image experiment at two q, with the scenarios
+    they are about (S2, S3, S5) and nothing else: a minibatch reference per q (so the S3 and S5
+    canaries are per q too), log-odds S3/S5 scores, the gradient-rms S2 coordinate and a small
+    S5 pool; the report names each switch."""
     wd = workflow_copy(tmp_path)
     params = lean(tiny())
+    params["reconstruction"]["experiment"] = None
     nat = params["natural"]
-    nat.update(reference="per-q", input_score="log-odds", s2_coordinate="gradient-rms")
+    nat.update(reference="per-q", input_score="log-odds", s2_coordinate="gradient-rms",
+               scenarios=["S2", "S3", "S5"])
     nat["experiments"] = {"image": {**nat["experiments"]["image"], "s5_pool": 3,
                                     "sampling_rates": [1.0, 0.5]}}
+    params["ablations"]["scenarios"] = ["S2", "S3", "S5"]
+    base_ablations(params, "image")
     write_params(wd, params)
     counts = job_counts(wd)
-    # references at (q 1, T 4, lr 0.01), (q 0.5), (T 8) and (lr 0.02); S3-S5 on each, S2 at
-    # five settings, S6 and S7 at the two base ones (the ablations are S2-S5)
-    assert counts["reference"] == 4 and counts["craft"] == 3 * 4 + 5 + 2 * 2
+    # a reference at each q; S2, S3 and S5 crafted per q (S3 and S5 on that q's reference)
+    assert counts["reference"] == 2 and counts["craft"] == 3 * 2
     proc = snakemake(wd)
     assert proc.returncode == 0, proc.stderr[-3000:]
     ref = json.loads((wd / "results/natural/image/reference/q0.5_T4_k2_lr0.01.json").read_text())

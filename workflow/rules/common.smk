@@ -141,6 +141,11 @@ def source_checksum(source):
     return given.pop() if given else None
 
 
+def target_group(wc):
+    """The scenarios whose z-world runs the job's setting trains once (none: each trains both)."""
+    return TARGET_GROUPS.get((wc.exp, S.key(S.depends("shard", REF), values(wc))), ())
+
+
 def nat_shards(runs):
     """(lo, hi) run ranges of one audit setting of R = runs."""
     from subaudit.pipeline.score_files import shard_bounds
@@ -158,7 +163,7 @@ def crafting_options(exp, scenario):
 
 def canary_rate(wc):
     """The input canary's own Poisson rate (experiment canary_sampling_rate; None: the data's q)."""
-    if wc.scenario not in SCENARIOS or not SCENARIOS[wc.scenario].input_canary:
+    if "scenario" in wc.keys() and not SCENARIOS[wc.scenario].input_canary:
         return None
     return EXPERIMENTS[wc.exp].get("canary_sampling_rate")
 
@@ -188,6 +193,25 @@ def training_inputs(wc):
     return out
 
 
+def target_inputs(wc):
+    """What training the runs with the target z of a setting needs: features, calibrated sigma,
+    the target, and the canary of each scenario sharing that world (to score them)."""
+    return {
+        "features": S.path("features", exp=wc.exp),
+        "calibration": artifact("calibration", wc),
+        "target": artifact("target", wc),
+        "canaries": [artifact("canary", wc, S.canary_knobs(SCENARIOS[s], REF), scenario=s)
+                     for s in target_group(wc)],
+    }
+
+
+def target_shards(wc):
+    """The shards of runs with the target z an audit setting shares with other scenarios (or none)."""
+    if wc.scenario not in target_group(wc):
+        return []
+    return [artifact("target_shard", wc, lo=lo, hi=hi) for lo, hi in nat_shards(values(wc)["runs"])]
+
+
 def experiment_settings(name):
     """The base-grid settings of the experiment a figure shows."""
     return [s for s in BASE if s.experiment == FIGS[name].experiment]
@@ -196,6 +220,12 @@ def experiment_settings(name):
 # Ablations (params.yaml ablations): the settings of each ablation figure, by ablated knob.
 ABL = config["ablations"]
 ABLATIONS = {k: S.ablation_settings(NAT, ABL, k) for k in S.ABLATED}
+
+
+# Settings whose runs with the target z are trained once for the scenarios sharing that world
+# (the grid, its variations and the ablations): (experiment, shard key) -> scenarios
+# (subaudit.pipeline.settings.target_groups).
+TARGET_GROUPS = S.target_groups([*SETTINGS, *(s for group in ABLATIONS.values() for s in group)], SCENARIOS)
 
 
 def ablation_calibrations(knob):

@@ -11,10 +11,12 @@ localrules:
 
 
 rule epsilon_vs_target:
-    """Fig 2: eps_S / group / eps_AR accounting and audited epsilon against the target."""
+    """Fig 2: eps_S / group / eps_AR accounting and audited epsilon against the target (each
+    target's repeats pooled into one audit, beside their range)."""
     input:
         calibrations=s1_all("calibration"),
         estimates=s1_all("estimates"),
+        scores=s1_all("scores"),
     output:
         png=report("results/figures/{name}.png", caption="../report/figure.rst", category="Figures"),
         pdf="results/figures/{name}.pdf",
@@ -23,6 +25,9 @@ rule epsilon_vs_target:
         name=figs("epsilon-vs-target"),
     params:
         adjacency=S1["adjacency"],
+        delta=config["delta"],
+        alpha=config["alpha"],
+        estimators=config["estimators"],
         paper=lambda wc: FIGS[wc.name].paper,
     log:
         "logs/figures/{name}.log",
@@ -59,11 +64,13 @@ rule ratio_grid:
 
 
 rule epsilon_vs_step:
-    """Epsilon against step for every scenario, per q, of one experiment (Figs 3, A6, 4)."""
+    """Epsilon against step for every scenario, per q, of one experiment (Figs 3, A6, 4): each
+    setting's repeats pooled into one audit (from their merged scores), beside their range."""
     input:
         calibrations=lambda wc: list(dict.fromkeys(
             setting_path("calibration", s) for s in experiment_settings(wc.name))),
         estimates=lambda wc: [setting_path("estimates", s) for s in experiment_settings(wc.name)],
+        scores=lambda wc: [setting_path("scores", s) for s in experiment_settings(wc.name)],
     output:
         png=report("results/figures/{name}.png", caption="../report/figure.rst", category="Figures"),
         pdf="results/figures/{name}.pdf",
@@ -71,6 +78,9 @@ rule epsilon_vs_step:
     wildcard_constraints:
         name=figs("epsilon-vs-step"),
     params:
+        delta=config["delta"],
+        alpha=config["alpha"],
+        estimators=config["estimators"],
         experiment=lambda wc: FIGS[wc.name].experiment,
         source=lambda wc: EXPERIMENTS[FIGS[wc.name].experiment]["source"],
         backbone=lambda wc: EXPERIMENTS[FIGS[wc.name].experiment]["backbone"],
@@ -118,6 +128,7 @@ rule ablation_figure:
     input:
         calibrations=lambda wc: sorted(set(ablation_calibrations(FIGS[wc.name].knob).values())),
         estimates=lambda wc: [setting_path("estimates", s) for s in ABLATIONS[FIGS[wc.name].knob]],
+        scores=lambda wc: [setting_path("scores", s) for s in ABLATIONS[FIGS[wc.name].knob]],
     output:
         png=report("results/figures/{name}.png", caption="../report/figure.rst", category="Figures"),
         pdf="results/figures/{name}.pdf",
@@ -125,6 +136,9 @@ rule ablation_figure:
     wildcard_constraints:
         name=figs("ablation"),
     params:
+        delta=config["delta"],
+        alpha=config["alpha"],
+        estimators=config["estimators"],
         knob=lambda wc: FIGS[wc.name].knob,
         calibrations=lambda wc: ablation_calibrations(FIGS[wc.name].knob),
         experiment=ABL["experiment"],

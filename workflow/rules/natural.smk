@@ -68,8 +68,47 @@ rule craft:
         "../scripts/craft.py"
 
 
+rule train_target:
+    """DP training of the runs with the target z (even indices in [lo, hi)) of one setting, once
+    for every scenario sharing that world (S3-S6), scored at every checkpoint for each one's pair."""
+    input:
+        unpack(target_inputs),
+    output:
+        PATHS["target_shard"],
+    params:
+        scenarios=lambda wc: list(target_group(wc)),
+        hidden=knob("hidden"),
+        optimizer=knob("optimizer"),
+        init=knob("init"),
+        clip=knob("clip"),
+        lr=knob("lr"),
+        steps=knob("steps"),
+        every=knob("every"),
+        q=knob("q"),
+        canary_q=canary_rate,
+        memory_mb=NAT["memory_mb"],
+        device=NAT["device"],
+        seed=seed("target-world"),
+        lo=lambda wc: int(wc.lo),
+        hi=lambda wc: int(wc.hi),
+    threads: 1
+    log:
+        "logs/natural/{exp}/train_target_{key}_runs{lo}-{hi}.log",
+    benchmark:
+        "logs/benchmarks/natural/{exp}/train_target_{key}_runs{lo}-{hi}.tsv"
+    resources:
+        mem_mb=lambda wc: int(NAT["memory_mb"]) + 2000,
+        runtime=240,
+        gpu=GPUS,
+    conda:
+        "../envs/subaudit.yaml"
+    script:
+        "../scripts/train_target.py"
+
+
 rule train_shard:
-    """DP training of runs [lo, hi) of one audit setting; scores at every checkpoint."""
+    """DP training of runs [lo, hi) of one audit setting (only those with z' where its runs with
+    the target are trained once for several scenarios: train_target); scores at every checkpoint."""
     input:
         unpack(training_inputs),
     output:
@@ -89,6 +128,7 @@ rule train_shard:
         seed=seed("train"),
         lo=lambda wc: int(wc.lo),
         hi=lambda wc: int(wc.hi),
+        substitute_only=lambda wc: wc.scenario in target_group(wc),
     threads: 1  # one core per job: on 2 cores two such jobs did 1.1-1.3x one two-thread job
     log:
         "logs/natural/{exp}/train_{scenario}_{key}_runs{lo}-{hi}.log",
@@ -105,10 +145,12 @@ rule train_shard:
 
 
 rule estimate_natural:
-    """All shards of one audit setting, sorted by run (checked complete), and the empirical
-    lower bounds on epsilon at every recorded step, per estimator."""
+    """All shards of one audit setting (with its runs of the target's shared world, if any),
+    sorted by run (checked complete), and the empirical lower bounds on epsilon at every
+    recorded step, per estimator."""
     input:
-        lambda wc: [artifact("shard", wc, lo=lo, hi=hi) for lo, hi in nat_shards(values(wc)["runs"])],
+        shards=lambda wc: [artifact("shard", wc, lo=lo, hi=hi) for lo, hi in nat_shards(values(wc)["runs"])],
+        targets=target_shards,
     output:
         scores=PATHS["scores"],
         estimates=PATHS["estimates"],

@@ -4,6 +4,7 @@ import pandas as pd
 
 from subaudit.reporting import figures
 from subaudit.pipeline import logs
+from subaudit.pipeline.score_files import pooled_estimates, read_scores
 from subaudit.artifacts import read_csv, read_json, write_csv
 from subaudit.reporting.tables import natural_table
 
@@ -11,7 +12,8 @@ log = logs.to_file(snakemake.log[0])
 p = snakemake.params
 acc = pd.concat([read_csv(f) for f in snakemake.input.calibrations], ignore_index=True)
 estimates = [rec for f in snakemake.input.estimates for rec in read_json(f)["estimates"]]
-table = natural_table(acc, estimates)
+pooled = pooled_estimates([read_scores(f) for f in snakemake.input.scores], p.delta, p.alpha, p.estimators)
+table = natural_table(acc, estimates, pooled)
 table.insert(0, "experiment", p.experiment)
 log.info("table:\n%s", table.to_string())
 write_csv(snakemake.output.csv, table)

@@ -3,19 +3,18 @@ estimate epsilon at every recorded step."""
 
 from subaudit.pipeline import logs
 from subaudit.artifacts import write_json
-from subaudit.pipeline.score_files import merge_shards, read_scores, write_scores
+from subaudit.pipeline.score_files import (audit_estimates, merge_shards, read_scores, read_target_scores,
+                                           write_scores)
 from subaudit.pipeline.settings import parse_key
-from subaudit.reporting.tables import step_estimates
 
 log = logs.to_file(snakemake.log[0])
 p, wc = snakemake.params, snakemake.wildcards
-parts = [read_scores(f) for f in snakemake.input]
+parts = ([read_scores(f) for f in snakemake.input.shards]
+         + [read_target_scores(f, wc.scenario) for f in snakemake.input.targets])
 setting = {"experiment": wc.exp, "scenario": wc.scenario, **parse_key(wc.key)}
 merged = merge_shards(parts, p.runs, setting)
 log.info("merged %d shards, %d runs", len(parts), len(merged.runs))
 write_scores(snakemake.output.scores, merged)
-records = step_estimates(merged.scores, merged.bits, merged.steps, p.delta, p.alpha, p.estimators)
-for rec in records:
-    rec.update(merged.setting, sigma=merged.sigma)
+records = audit_estimates(merged, p.delta, p.alpha, p.estimators)
 log.info("final step: %s", [r for r in records if r["step"] == int(merged.steps[-1])])
 write_json(snakemake.output.estimates, {"estimates": records})

@@ -2,15 +2,11 @@
 
 from subaudit.pipeline import logs
 from subaudit.artifacts import write_json
-from subaudit.pipeline.score_files import read_scores
-from subaudit.reporting.tables import step_estimates
+from subaudit.pipeline.score_files import audit_estimates, read_scores
 
 log = logs.to_file(snakemake.log[0])
 p = snakemake.params
 for path, out in zip(snakemake.input, snakemake.output):
-    scores = read_scores(path)
-    records = step_estimates(scores.scores, scores.bits, scores.steps, p.delta, p.alpha, p.estimators)
-    for rec in records:
-        rec.update(scores.setting, sigma=scores.sigma)
-    log.info("%s final step: %s", path, [r for r in records if r["step"] == int(scores.steps[-1])])
+    records = audit_estimates(read_scores(path), p.delta, p.alpha, p.estimators)
+    log.info("%s final step: %s", path, [r for r in records if r["step"] == records[-1]["step"]])
     write_json(out, {"estimates": records})

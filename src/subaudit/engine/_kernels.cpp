@@ -8,7 +8,9 @@
 //
 //  * random streams: four xoroshiro128++ lanes (Blackman and Vigna 2018) seeded by
 //    splitmix64, with uniforms of 24 bits and standard normals by the 256-layer ziggurat of
-//    Marsaglia and Tsang (2000) on 52-bit integers (numpy's construction; _ziggurat.h);
+//    Marsaglia and Tsang (2000) on 52-bit integers (numpy's construction; _ziggurat.h), with
+//    AVX2 the four lanes of a stream drawn side by side in one vector (the same integers and
+//    exact operations, so the same bits);
 //  * the sum of a run's clipped per-example gradients of a Tanh MLP (a linear head is the
 //    one-layer case) over its sampled records: logits, softmax cross-entropy, backward
 //    pass, the per-example norm over all parameters, Opacus' clip factor
@@ -25,6 +27,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <type_traits>
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 #include "_ziggurat.h"
 
@@ -97,9 +103,10 @@ inline double normal(Lane &st) {
     return x;
 }
 
-// n values of a stream from position j0 of the current draw (value j from lane j % LANES).
+// n values of a stream from position j0 of the current draw (value j from lane j % LANES),
+// one lane at a time (the builds without AVX2, and the last n % LANES values).
 template <typename T>
-inline void fill_normal(Stream *stream, T *out, int64_t n, int64_t j0) {
+inline void fill_normal_lanes(Stream *stream, T *out, int64_t n, int64_t j0) {
     Lane l[LANES];
     for (int k = 0; k < LANES; k++) l[k] = stream->lane[(j0 + k) % LANES];
     int64_t i = 0;
@@ -112,6 +119,127 @@ inline void fill_normal(Stream *stream, T *out, int64_t n, int64_t j0) {
     for (int k = 0; i < n; i++, k++) out[i] = (T)normal(l[k]);
     for (int k = 0; k < LANES; k++) stream->lane[(j0 + k) % LANES] = l[k];
 }
+
+#if defined(__AVX2__)
+// The same draws with the four lanes side by side in one vector: each lane's integers, table
+// entries and accepted values are those of normal() (integer operations, an exact int-to-double
+// conversion, one multiply, a sign flip), and a lane whose value is rejected takes
+// normal_slow() from the same state, so every build gives the same bits.  The ziggurat's two
+// tables as one of pairs: a lane's entries in one 16-byte load (Zen 4's gathers cost more
+// than the rest of a draw).
+struct ZigPair {
+    double w;
+    uint64_t k;
+};
+struct ZigPairs {
+    alignas(64) ZigPair e[256];
+    ZigPairs() {
+        for (int i = 0; i < 256; i++) e[i] = ZigPair{zig_wi[i], zig_ki[i]};
+    }
+};
+const ZigPairs zig_pairs;
+
+template <int K>
+inline __m256i rotl4(__m256i x) {
+#if defined(__AVX512VL__)
+    return _mm256_rol_epi64(x, K);
+#else
+    return _mm256_or_si256(_mm256_slli_epi64(x, K), _mm256_srli_epi64(x, 64 - K));
+#endif
+}
+
+inline void store4(float *o, __m256d x) { _mm_storeu_ps(o, _mm256_cvtpd_ps(x)); }
+inline void store4(double *o, __m256d x) { _mm256_storeu_pd(o, x); }
+
+// Lane k of a vector of four 64-bit integers set to v (the others kept), in registers: a
+// round trip through memory would stall the lanes' next draws on a failed store forwarding.
+template <int k>
+inline __m256i set_lane(__m256i x, uint64_t v) {
+#if defined(__AVX512VL__)
+    return _mm256_mask_set1_epi64(x, (__mmask8)(1 << k), (long long)v);
+#else
+    return _mm256_blend_epi32(x, _mm256_set1_epi64x((long long)v), 3 << (2 * k));
+#endif
+}
+
+// Lane k of a group whose fast path rejected: normal_slow from the lane's state after its
+// first integer r, as normal() does.
+template <int k, typename T>
+inline void reject_lane(__m256i &a, __m256i &b, __m256i r, T *o) {
+    Lane t{(uint64_t)_mm256_extract_epi64(a, k), (uint64_t)_mm256_extract_epi64(b, k)};
+    o[k] = (T)normal_slow(&t, (uint64_t)_mm256_extract_epi64(r, k));
+    a = set_lane<k>(a, t.a);
+    b = set_lane<k>(b, t.b);
+}
+
+// A group of which some lane rejected (bit k of ok clear): the accepted values, then the
+// rejected lanes' draws.
+template <typename T>
+__attribute__((noinline)) void reject_lanes(__m256i &a, __m256i &b, __m256i r, __m256d x, int ok, T *o) {
+    store4(o, x);
+    if (!(ok & 1)) reject_lane<0>(a, b, r, o);
+    if (!(ok & 2)) reject_lane<1>(a, b, r, o);
+    if (!(ok & 4)) reject_lane<2>(a, b, r, o);
+    if (!(ok & 8)) reject_lane<3>(a, b, r, o);
+}
+
+template <typename T>
+inline void fill_normal(Stream *stream, T *out, int64_t n, int64_t j0) {
+    alignas(32) uint64_t la[LANES], lb[LANES];
+    for (int k = 0; k < LANES; k++) {
+        la[k] = stream->lane[(j0 + k) % LANES].a;
+        lb[k] = stream->lane[(j0 + k) % LANES].b;
+    }
+    __m256i a = _mm256_load_si256((const __m256i *)la), b = _mm256_load_si256((const __m256i *)lb);
+    const __m256i low8 = _mm256_set1_epi64x(0xff), low52 = _mm256_set1_epi64x(0x000fffffffffffffLL),
+                  exp52 = _mm256_set1_epi64x(0x4330000000000000LL), one = _mm256_set1_epi64x(1);
+    const __m256d two52 = _mm256_set1_pd(0x1p52);
+    const char *pairs = (const char *)zig_pairs.e;
+    int64_t i = 0;
+    for (; i + LANES <= n; i += LANES) {
+        // next_u64 of each lane
+        const __m256i s0 = a, s1 = _mm256_xor_si256(b, a);
+        const __m256i r = _mm256_add_epi64(rotl4<17>(_mm256_add_epi64(s0, b)), s0);
+        a = _mm256_xor_si256(_mm256_xor_si256(rotl4<49>(s0), s1), _mm256_slli_epi64(s1, 21));
+        b = rotl4<28>(s1);
+        // each lane's (wi, ki): entries 0, 2 in A and 1, 3 in B, then unpacked
+        const __m256i off = _mm256_slli_epi64(_mm256_and_si256(r, low8), 4);
+        const __m128i o01 = _mm256_castsi256_si128(off), o23 = _mm256_extracti128_si256(off, 1);
+        const __m256i A = _mm256_inserti128_si256(
+            _mm256_castsi128_si256(_mm_load_si128((const __m128i *)(pairs + _mm_cvtsi128_si64(o01)))),
+            _mm_load_si128((const __m128i *)(pairs + _mm_cvtsi128_si64(o23))), 1);
+        const __m256i B = _mm256_inserti128_si256(
+            _mm256_castsi128_si256(_mm_load_si128((const __m128i *)(pairs + _mm_extract_epi64(o01, 1)))),
+            _mm_load_si128((const __m128i *)(pairs + _mm_extract_epi64(o23, 1))), 1);
+        const __m256d wi = _mm256_castsi256_pd(_mm256_unpacklo_epi64(A, B));
+        const __m256i ki = _mm256_unpackhi_epi64(A, B);
+        const __m256i rabs = _mm256_and_si256(_mm256_srli_epi64(r, 9), low52);
+        // (double) rabs exactly (rabs < 2^52): the double 2^52 + rabs by its bits, minus 2^52
+        const __m256d big = _mm256_sub_pd(_mm256_castsi256_pd(_mm256_or_si256(rabs, exp52)), two52);
+        const __m256i sign = _mm256_slli_epi64(_mm256_and_si256(_mm256_srli_epi64(r, 8), one), 63);
+        const __m256d x = _mm256_xor_pd(_mm256_mul_pd(big, wi), _mm256_castsi256_pd(sign));
+        // rabs < ki (both below 2^63: the signed compare is the unsigned one)
+#if defined(__AVX512VL__)
+        const int ok = (int)_mm256_cmpgt_epi64_mask(ki, rabs);
+#else
+        const int ok = _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(ki, rabs)));
+#endif
+        if (__builtin_expect(ok == 0xf, 1))
+            store4(out + i, x);
+        else
+            reject_lanes(a, b, r, x, ok, out + i);
+    }
+    _mm256_store_si256((__m256i *)la, a);
+    _mm256_store_si256((__m256i *)lb, b);
+    for (int k = 0; k < LANES; k++) stream->lane[(j0 + k) % LANES] = Lane{la[k], lb[k]};
+    if (i < n) fill_normal_lanes(stream, out + i, n - i, j0 + i);
+}
+#else
+template <typename T>
+inline void fill_normal(Stream *stream, T *out, int64_t n, int64_t j0) {
+    fill_normal_lanes(stream, out, n, j0);
+}
+#endif
 
 // ---------------------------------------------------------------- arithmetic
 
@@ -445,9 +573,14 @@ void clipped_sum_run(const Net<T> &net, const Table<T> &tab, const uint8_t *weig
     for (int l = 1; l <= L; l++) off[l] = off[l - 1] + sizes[l];
     const int64_t total = off[L];
     const int64_t wide = sparse ? d0 * h0 : 0;
-    T *acts = (T *)scratch(sizeof(T) * (2 * rows * total + 2 * wide) + sizeof(int64_t) * rows);
-    T *deltas = acts + rows * total, *w0t = deltas + rows * total, *g0t = w0t + wide;
-    int64_t *picked = (int64_t *)(g0t + wide);
+    // A sparse first layer's gradient is summed column by column: per column its entries of
+    // the picked records (their rank in the batch and value), in record order.
+    const int64_t nnz = sparse ? (tab.ptr[rows] + 1) / 2 * 2 : 0, ncols = sparse ? d0 + 1 : 0;  // even: int64s follow
+    T *acts = (T *)scratch(sizeof(T) * (2 * rows * total + 2 * wide + nnz) +
+                           sizeof(int64_t) * (rows + 2 * ncols + nnz));
+    T *deltas = acts + rows * total, *w0t = deltas + rows * total, *g0t = w0t + wide, *ent_val = g0t + wide;
+    int64_t *picked = (int64_t *)(ent_val + nnz), *col_start = picked + rows, *col_next = col_start + ncols,
+            *ent_rank = col_next + ncols;
 
     if (sparse) transpose(net.W[0], w0t, h0, d0);
     int64_t B = 0;
@@ -513,11 +646,26 @@ void clipped_sum_run(const Net<T> &net, const Table<T> &tab, const uint8_t *weig
         std::memset(gbl, 0, sizeof(T) * out);
         axpy_rows(gbl, &one, 0, [&](int64_t k) { return dl + k * total; }, B, out);
         if (l == 0 && sparse) {
-            std::memset(g0t, 0, sizeof(T) * wide);
-            for (int64_t k = 0; k < B; k++) {
-                const int64_t i = picked[k];
-                for (int64_t q = tab.ptr[i]; q < tab.ptr[i + 1]; q++)
-                    axpy(g0t + tab.col[q] * out, tab.val[q], dl + k * total, out);
+            // g0t[c, :] = sum over the picked records k with an entry (c, v), in order, of
+            // v (c delta_0 of k): per element the additions of axpy() record after record
+            // into zeros, a column's row of g0t summed in registers and stored once.
+            std::memset(col_start, 0, sizeof(int64_t) * ncols);
+            for (int64_t k = 0; k < B; k++)
+                for (int64_t q = tab.ptr[picked[k]]; q < tab.ptr[picked[k] + 1]; q++) col_start[tab.col[q] + 1]++;
+            for (int64_t c = 0; c < d0; c++) col_start[c + 1] += col_start[c];
+            std::memcpy(col_next, col_start, sizeof(int64_t) * ncols);
+            for (int64_t k = 0; k < B; k++)
+                for (int64_t q = tab.ptr[picked[k]]; q < tab.ptr[picked[k] + 1]; q++) {
+                    const int64_t e = col_next[tab.col[q]]++;
+                    ent_rank[e] = k;
+                    ent_val[e] = tab.val[q];
+                }
+            for (int64_t c = 0; c < d0; c++) {
+                T *row = g0t + c * out;
+                const int64_t e0 = col_start[c];
+                std::memset(row, 0, sizeof(T) * out);
+                axpy_rows(row, ent_val + e0, 1, [&](int64_t j) { return dl + ent_rank[e0 + j] * total; },
+                          col_start[c + 1] - e0, out);
             }
             transpose(g0t, g, d0, h0);
             continue;
@@ -535,49 +683,70 @@ void clipped_sum_run(const Net<T> &net, const Table<T> &tab, const uint8_t *weig
 // A dense linear head's middle, for runs [r0, r1): z (rows, R, K) holds x W_r^T for every
 // record and run; add the bias, and replace each (record, run) row by its softmax minus the
 // one-hot label times its clip factor, weight and scale; gb[r] = the sum of those rows over
-// the records, in order.  (The products around it are matrix products.)  The scratch of a
-// run range is 2 (r1 - r0) K values.
+// the records, in order.  (The products around it are matrix products.)  A record's values
+// of these runs are turned class-major (t[k][r]), so that every step, the per-run reductions
+// over the classes too, is one vectorised pass over the runs; per (record, run) the
+// operations and their order are those of clipped_sum_run's softmax and clipping.
 template <typename T>
 void softmax_clip(int64_t r0, int64_t r1, int64_t rows, int64_t R, int64_t K, T *z, const T *b, const int64_t *y,
                   const T *xsq, const T *weight, T clip, T scale, T *gb) {
     const T eps = (T)1e-6;
-    const int64_t n = (r1 - r0) * K;   // a record's values of these runs: contiguous in z
-    T *m = (T *)scratch(sizeof(T) * 2 * n), *c = m + n;
-    T *g = gb + r0 * K;
+    const int64_t nr = r1 - r0, n = nr * K;   // a record's values of these runs: contiguous in z
+    T *__restrict t = (T *)scratch(sizeof(T) * (2 * n + 2 * nr));
+    T *__restrict gt = t + n, *__restrict acc = gt + n, *__restrict f = acc + nr;
     const T *bb = b + r0 * K;
-    for (int64_t j = 0; j < n; j++) g[j] = 0;
-    // Pass by pass over the record's slice, so that the elementwise passes vectorise; per
-    // (record, run) the operations are those of clipped_sum_run's softmax and clipping.
+    for (int64_t j = 0; j < n; j++) gt[j] = 0;
     for (int64_t i = 0; i < rows; i++) {
         T *p = z + (i * R + r0) * K;
-        for (int64_t j = 0; j < n; j++) p[j] += bb[j];
-        for (int64_t r = 0; r < r1 - r0; r++) {
-            T mx = p[r * K];
-            for (int64_t k = 1; k < K; k++) mx = p[r * K + k] > mx ? p[r * K + k] : mx;
-            for (int64_t k = 0; k < K; k++) m[r * K + k] = mx;
+        for (int64_t r = 0; r < nr; r++)
+            for (int64_t k = 0; k < K; k++) t[k * nr + r] = p[r * K + k] + bb[r * K + k];
+        for (int64_t r = 0; r < nr; r++) acc[r] = t[r];   // the maximum over the classes
+        for (int64_t k = 1; k < K; k++) {
+            const T *tk = t + k * nr;
+            for (int64_t r = 0; r < nr; r++) acc[r] = tk[r] > acc[r] ? tk[r] : acc[r];
         }
-        for (int64_t j = 0; j < n; j++) p[j] = exp_(p[j] - m[j]);
-        for (int64_t r = 0; r < r1 - r0; r++) {
-            T sum = 0;
-            for (int64_t k = 0; k < K; k++) sum += p[r * K + k];
-            for (int64_t k = 0; k < K; k++) m[r * K + k] = sum;
+        for (int64_t k = 0; k < K; k++) {
+            T *tk = t + k * nr;
+            for (int64_t r = 0; r < nr; r++) tk[r] = exp_(tk[r] - acc[r]);
         }
-        for (int64_t j = 0; j < n; j++) p[j] = p[j] / m[j];
-        for (int64_t r = 0; r < r1 - r0; r++) {
-            T *pr = p + r * K;
-            pr[y[i]] += (T)-1;
-            T sq = 0;
-            for (int64_t k = 0; k < K; k++) sq += pr[k] * pr[k];
-            sq = sq * xsq[i];
-            T f = clip / (std::sqrt(sq) + eps);
-            f = (f > (T)1 ? (T)1 : f) * weight[(r0 + r) * rows + i] * scale;
-            for (int64_t k = 0; k < K; k++) c[r * K + k] = f;
+        for (int64_t r = 0; r < nr; r++) acc[r] = 0;      // the sum over the classes
+        for (int64_t k = 0; k < K; k++) {
+            const T *tk = t + k * nr;
+            for (int64_t r = 0; r < nr; r++) acc[r] += tk[r];
         }
-        for (int64_t j = 0; j < n; j++) {
-            p[j] *= c[j];
-            g[j] += p[j];
+        for (int64_t k = 0; k < K; k++) {
+            T *tk = t + k * nr;
+            for (int64_t r = 0; r < nr; r++) tk[r] = tk[r] / acc[r];
         }
+        {
+            T *ty = t + y[i] * nr;
+            for (int64_t r = 0; r < nr; r++) ty[r] += (T)-1;
+        }
+        for (int64_t r = 0; r < nr; r++) acc[r] = 0;      // the squared norm over the classes
+        for (int64_t k = 0; k < K; k++) {
+            const T *tk = t + k * nr;
+            for (int64_t r = 0; r < nr; r++) acc[r] += tk[r] * tk[r];
+        }
+        const T xs = xsq[i];
+        for (int64_t r = 0; r < nr; r++) f[r] = weight[(r0 + r) * rows + i];
+        for (int64_t r = 0; r < nr; r++) {
+            const T sq = acc[r] * xs;
+            const T c = clip / (std::sqrt(sq) + eps);
+            f[r] = (c > (T)1 ? (T)1 : c) * f[r] * scale;
+        }
+        for (int64_t k = 0; k < K; k++) {
+            T *tk = t + k * nr, *gk = gt + k * nr;
+            for (int64_t r = 0; r < nr; r++) {
+                tk[r] *= f[r];
+                gk[r] += tk[r];
+            }
+        }
+        for (int64_t r = 0; r < nr; r++)
+            for (int64_t k = 0; k < K; k++) p[r * K + k] = t[k * nr + r];
     }
+    T *g = gb + r0 * K;
+    for (int64_t r = 0; r < nr; r++)
+        for (int64_t k = 0; k < K; k++) g[r * K + k] = gt[k * nr + r];
 }
 
 // The optimiser: SGD (p -= lr g) or Adam (torch.optim.Adam's update at step t).

@@ -14,6 +14,8 @@ in full.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 
 from subaudit.engine.canaries import Canary, GradientCanary, InputCanary
@@ -29,22 +31,24 @@ BASES: tuple[str, ...] = ("auto", "full", "span")
 _SPAN_BELOW = 0.8
 
 
-def span_basis(model: MLP, data: Records, canary: Canary | None) -> torch.Tensor | None:
+def span_basis(model: MLP, data: Records, canary: Canary | None,
+               also: Sequence[Canary] = ()) -> torch.Tensor | None:
     """Orthonormal basis (d, v), float64 on the CPU, of the input directions a linear
-    head's training and scores depend on: the records, the canary's input rows and the
-    input-space rows of its gradients and of its score direction.  None for an MLP or a
-    canary or score of a kind this module does not know."""
+    head's training and scores depend on: the records, the input rows of the canary (and of
+    the canaries in ``also``, scored on the same runs) and the input-space rows of their
+    gradients and score directions.  None for an MLP or a canary or score of a kind this
+    module does not know."""
     if len(model.sizes) != 2:
         return None
     d, K = model.sizes
     vecs = [data.x.detach().double().cpu()]
-    if canary is not None:
-        score = canary.score
-        if type(canary) not in (InputCanary, GradientCanary) or getattr(canary, "trap", ()) or \
+    for c in [] if canary is None else [canary, *also]:
+        score = c.score
+        if type(c) not in (InputCanary, GradientCanary) or getattr(c, "trap", ()) or \
                 type(score) not in (LogitDifference, LogOddsDifference, Projection):
             return None
-        rows = canary.input_rows()
-        flats = [] if canary.gradients() is None else [canary.gradients().reshape(-1, model.num_params)]
+        rows = c.input_rows()
+        flats = [] if c.gradients() is None else [c.gradients().reshape(-1, model.num_params)]
         if isinstance(score, Projection):
             flats.append(torch.atleast_2d(score.direction))
         if rows is not None:
@@ -83,13 +87,14 @@ def canary_in_span(canary: Canary | None, basis: torch.Tensor, K: int) -> Canary
 
 
 def choose_basis(basis: str, model: MLP, data: Records, canary: Canary | None, dp: DPConfig,
-                 needs_full: bool = False) -> torch.Tensor | None:
+                 needs_full: bool = False, also: Sequence[Canary] = ()) -> torch.Tensor | None:
     """The span basis :func:`train` trains in (``basis`` is ``auto``, ``full`` or ``span``;
-    ``needs_full``: test accuracy, final parameters or an observer are asked for), or None."""
+    ``needs_full``: test accuracy, final parameters or an observer are asked for; ``also``:
+    canaries scored on the same runs), or None."""
     check_choice(basis, "basis", BASES)
     if basis == "full":
         return None
-    span = None if dp.optimizer != "sgd" or needs_full else span_basis(model, data, canary)
+    span = None if dp.optimizer != "sgd" or needs_full else span_basis(model, data, canary, also)
     if basis == "span" and span is None:
         raise ParameterError("basis", basis, "'auto' or 'full' here ('span' needs a linear head "
                              "trained with SGD, a canary of this module scored by LogitDifference, "

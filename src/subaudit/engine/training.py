@@ -41,7 +41,7 @@ from subaudit.engine.batching import (
     make_batch,
     shared_rows,
 )
-from subaudit.engine.canaries import Canary
+from subaudit.engine.canaries import Canary, InputCanary
 from subaudit.engine.dpsgd import DPConfig, add_noise, adam_update, clipped_sum, forward, sgd_update
 from subaudit.engine.model import MLP, Records, init_params
 from subaudit.engine.span import canary_in_span, choose_basis
@@ -75,6 +75,7 @@ class TrainResult:
     accuracy_steps: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     accuracy: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))  # (A, R)
     params: list[np.ndarray] | None = None  # final parameters, each (R, *shape)
+    also: list[np.ndarray] = field(default_factory=list)  # (S, R) per canary of ``also``
 
 
 Observer = Callable[[int, list[torch.Tensor], list[torch.Tensor]], None]
@@ -93,8 +94,10 @@ def _train_chunk(
     s: Setup, runs: np.ndarray, bits_np: np.ndarray, real: np.ndarray, seed: int,
     init: str | Sequence[torch.Tensor], steps_out: np.ndarray, acc_steps: np.ndarray,
     test: Records | None, test_rows: int, bar: tqdm, observe: Observer | None,
-) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
-    """Train the runs of whole aligned blocks; ``real`` marks those asked for."""
+    also: Sequence[Canary] = (),
+) -> tuple[np.ndarray, np.ndarray, list[np.ndarray], list[np.ndarray]]:
+    """Train the runs of whole aligned blocks; ``real`` marks those asked for; the scores
+    of the canaries in ``also`` are recorded beside the canary's."""
     R, dev, dt, dp = len(runs), s.device, s.dtype, s.dp
     streams = RunStreams.for_runs(seed, runs, dev)
     bits = torch.as_tensor(bits_np.astype(bool)).reshape(R, -1).to(dev)      # (R, m)
@@ -112,6 +115,7 @@ def _train_chunk(
         scorer = lambda _params: torch.full((R, 1), math.nan, dtype=torch.float64)  # noqa: E731
     else:
         scorer = s.canary.score.bind(s.canary, params)
+    others = [c.score.bind(c, params) for c in also]
     scale = dp.gradient_scale(s.n_records)
     std_scale = dp.noise_std * scale
     canary_g = _canary_gradients(s, bits, scale)
@@ -121,6 +125,7 @@ def _train_chunk(
     rates = dp.record_rates(s.n, s.m, dev)
     all_in = torch.ones(R, s.n_records, dtype=torch.bool, device=dev)
     scores = np.empty((len(steps_out), R, max(s.m, 1)))
+    extra = np.empty((len(also), len(steps_out), R))
     accuracy = np.empty((len(acc_steps), R))
     want_scores = {int(t): i for i, t in enumerate(steps_out)}
     want_acc = {int(t): i for i, t in enumerate(acc_steps)}
@@ -128,6 +133,8 @@ def _train_chunk(
     def record(t: int, at: Sequence[torch.Tensor]) -> None:
         if t in want_scores:
             scores[want_scores[t]] = scorer(at).cpu().numpy()
+            for j, other in enumerate(others):
+                extra[j, want_scores[t]] = other(at)[:, 0].cpu().numpy()
         if t in want_acc and test is not None:
             accuracy[want_acc[t]] = _accuracy(at, test, test_rows).cpu().numpy()
 
@@ -143,7 +150,7 @@ def _train_chunk(
             record(t, [snap[:, lo:hi].reshape(R, *sh)
                        for sh, lo, hi in zip(s.model.shapes, offsets[:-1], offsets[1:])])
         bar.update(len(keep) * dp.steps)
-        return scores[:, real], accuracy[:, real], [p[keep].cpu().numpy() for p in params]
+        return scores[:, real], accuracy[:, real], [p[keep].cpu().numpy() for p in params], list(extra[:, :, real])
 
     grads = [torch.empty_like(p) for p in params]
     noisy_step = _noisy_step(dp, params, streams, std_scale)
@@ -171,7 +178,7 @@ def _train_chunk(
             observe(t + 1, [p[keep] for p in params], [g[keep] for g in grads])
         bar.update(len(keep))
     final = [p[keep].cpu().numpy() for p in params]
-    return scores[:, real], accuracy[:, real], final
+    return scores[:, real], accuracy[:, real], final, list(extra[:, :, real])
 
 
 def _noisy_step(dp: DPConfig, params: list[torch.Tensor], streams: Sequence[RunStreams],
@@ -235,6 +242,22 @@ def _canary_gradients(s: Setup, bits: torch.Tensor, scale: float
     return out
 
 
+def _check_same_target(canary: Canary | None, also: Sequence[Canary], model: MLP, dp: DPConfig,
+                       bits: Sequence[int] | np.ndarray) -> None:
+    """ParameterError unless every run is in D (bit 1) and each canary of ``also`` is an
+    input canary of the same record z as ``canary``, without a trap."""
+    if not isinstance(canary, InputCanary) or canary.trap:
+        raise ParameterError("canary", type(canary).__name__, "an input canary without a trap when also is given")
+    if not np.all(np.asarray(bits) == 1):
+        raise ParameterError("bits", "some 0", "1 for every run when also is given (the runs train on D)")
+    for c in also:
+        if not isinstance(c, InputCanary) or c.trap:
+            raise ParameterError("also", type(c).__name__, "input canaries without a trap")
+        c.check(model, dp)
+        if not (torch.equal(c.x[0], canary.x[0]) and int(c.y[0]) == int(canary.y[0])):
+            raise ParameterError("also", "a canary of another record z", "canaries of the same z (row 0)")
+
+
 def train(
     model: MLP,
     data: Records,
@@ -256,6 +279,7 @@ def train(
     keep_params: bool = False,
     observe: Observer | None = None,
     progress: bool = True,
+    also: Sequence[Canary] = (),
 ) -> TrainResult:
     """Train runs ``runs`` (bits ``bits``: 1 = D with z, 0 = D' with z') and score them.
 
@@ -271,6 +295,11 @@ def train(
     trains a linear head with SGD in the span of what it sees (:func:`span_basis`; the same
     score distribution for less work), ``full`` in all d dimensions, ``auto`` the span where
     it is allowed and has at most 0.8 d dimensions.
+
+    ``also``: input canaries scored on the same runs (their scores are ``also`` of the
+    result, one (S, R) array each).  Every run's bit must be 1 and each must hold the same
+    record z as ``canary`` (row 0): the runs then train on D, which none of the z' depend on,
+    so one training serves the audits of several substitutes of one target.
     """
     model = MLP(tuple(model.sizes))
     data.check(model, "data")
@@ -279,6 +308,9 @@ def train(
             raise ParameterError("canary", type(canary).__name__, "a Canary (subaudit.engine) or None")
         canary.check(model, dp)
     m = 1 if canary is None else check_count(canary.count, "canary.count")
+    also = list(also)
+    if also:
+        _check_same_target(canary, also, model, dp, bits)
     if test is not None:
         test.check(model, "test")
     runs_np = np.asarray(runs, dtype=np.int64).reshape(-1)
@@ -305,12 +337,14 @@ def train(
 
     full = model
     span = choose_basis(basis, model, data, canary, dp,
-                        needs_full=test is not None or keep_params or observe is not None)
+                        needs_full=test is not None or keep_params or observe is not None, also=also)
     if span is not None:
         K = model.num_classes
         model = MLP((span.shape[1], K))
         data = Records((data.x.double().cpu() @ span).to(data.x.dtype), data.y)
         canary = canary_in_span(canary, span, K)
+        also = [canary_in_span(c, span, K) for c in also]
+    also = [c.to(dev, dtype) for c in also]
     n = data.x.shape[0]
     mode = choose_batching(batching, model, n, dp.sampling_rate, dev, observed=observe is not None)
     data = Records(data.x.to(dev, dtype), data.y.to(dev, torch.long))
@@ -335,6 +369,7 @@ def train(
     order = np.argsort(runs_np, kind="stable")
     blocks = np.unique(runs_np // MIN_CHUNK)
     scores = np.empty((len(steps_out), runs_np.size, m))
+    also_scores = np.empty((len(also), len(steps_out), runs_np.size))
     accuracy = np.empty((len(acc), runs_np.size))
     finals: list[list[np.ndarray]] = []
     with torch.no_grad(), tqdm(total=runs_np.size * dp.steps, unit="model-step",
@@ -346,10 +381,12 @@ def train(
             where = order[np.searchsorted(runs_np[order], slot_runs[asked])]
             slot_bits = np.zeros((slot_runs.size, m), dtype=np.int64)
             slot_bits[asked] = bits_np[where].reshape(-1, m)
-            sc, ac, fin = _train_chunk(
+            sc, ac, fin, extra = _train_chunk(
                 setup, slot_runs, slot_bits, asked, seed, init, steps_out, acc,
-                test_dev, test_rows, bar, observe)
+                test_dev, test_rows, bar, observe, also)
             scores[:, where] = sc
+            for j, e in enumerate(extra):
+                also_scores[j][:, where] = e
             accuracy[:, where] = ac
             finals.append([where, *fin])
     params = None
@@ -361,4 +398,4 @@ def train(
                 out[where] = f
     return TrainResult(runs=runs_np, bits=bits_np.astype(np.int8), steps=steps_out,
                        scores=scores[..., 0] if m == 1 else scores, accuracy_steps=acc,
-                       accuracy=accuracy, params=params)
+                       accuracy=accuracy, params=params, also=list(also_scores))

@@ -10,7 +10,11 @@ Natural-data audits: run r uses z when r is even (bit 1) and z' when it is odd (
 so an even R splits exactly in half and every shard of consecutive runs is as balanced
 as it can be.  Run r's randomness comes from (setting seed, r) only, so a shard's scores
 do not depend on how the runs were cut into shards; merging sorts by run index and
-refuses gaps, overlaps and disagreeing checkpoints.
+refuses gaps, overlaps and disagreeing checkpoints.  A *target shard* holds the runs with z
+that several scenarios share (S3-S6, one training), scored for each of them
+(:func:`write_target_scores`); a job of one world's runs indexes them within their world
+(:func:`world_index`).  The repeats of a setting pool into one audit of all their runs
+(:func:`pool_repeats`): the figures' and the report's headline bounds.
 
 Importable without torch (the estimate step only reads scores).
 """
@@ -28,8 +32,9 @@ import numpy as np
 from subaudit.artifacts import CorruptArtifact, read_npz, write_npz
 from subaudit.validation import ParameterError, check_count
 
-__all__ = ["Scores", "load_audit_scores", "merge_shards", "read_scores", "run_bits", "shard_bounds",
-           "write_scores"]
+__all__ = ["Scores", "audit_estimates", "load_audit_scores", "merge_shards", "pool_repeats", "pooled_estimates",
+           "read_scores", "read_target_scores", "run_bits", "shard_bounds", "world_index", "write_scores",
+           "write_target_scores"]
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,32 @@ def write_scores(path: str | Path, scores: Scores) -> None:
     write_npz(path, runs=scores.runs, bits=scores.bits, steps=scores.steps,
               scores=scores.scores, sigma=np.float64(scores.sigma),
               setting=np.array(json.dumps(dict(scores.setting), sort_keys=True)))
+
+
+def write_target_scores(path: str | Path, runs: np.ndarray, steps: np.ndarray, sigma: float,
+                        scores: Mapping[str, np.ndarray], setting: Mapping[str, Any]) -> None:
+    """Write a shard of runs with the target z scored for several scenarios (``scores``:
+    scenario -> (S, R)), each read back as its own :class:`Scores` by
+    :func:`read_target_scores` (atomic, with its digest)."""
+    names = list(scores)
+    runs = np.asarray(runs, dtype=np.int64)
+    if not np.all(run_bits(runs) == 1):
+        raise ValueError("a target shard holds runs with z only (even indices)")
+    write_npz(path, runs=runs, steps=np.asarray(steps, dtype=np.int64),
+              scores=np.stack([np.asarray(scores[k], dtype=np.float64) for k in names]),
+              scenarios=np.array(names), sigma=np.float64(sigma),
+              setting=np.array(json.dumps(dict(setting), sort_keys=True)))
+
+
+def read_target_scores(path: str | Path, scenario: str) -> Scores:
+    """The runs of a target shard (:func:`write_target_scores`) as scored for ``scenario``."""
+    data = read_npz(path)
+    names = [str(n) for n in data["scenarios"]]
+    if scenario not in names:
+        raise CorruptArtifact(path, f"no scores for {scenario} (it has {', '.join(names)})")
+    runs = data["runs"]
+    return Scores(runs=runs, bits=run_bits(runs), steps=data["steps"], scores=data["scores"][names.index(scenario)],
+                  sigma=float(data["sigma"]), setting={**json.loads(str(data["setting"])), "scenario": scenario})
 
 
 def read_scores(path: str | Path) -> Scores:
@@ -122,6 +153,14 @@ def run_bits(runs: Sequence[int] | np.ndarray) -> np.ndarray:
     return (1 - (r % 2)).astype(np.int8)
 
 
+def world_index(runs: Sequence[int] | np.ndarray) -> np.ndarray:
+    """Each run's index among the runs of its own world (r // 2): what a job that trains one
+    world only (the shared runs with z, or a scenario's runs with z') gives the engine as run
+    indices, so that its runs fill the engine's aligned blocks instead of every other slot (a
+    run's randomness is then that of (the job's seed, r // 2))."""
+    return np.asarray(runs, dtype=np.int64) // 2
+
+
 def shard_bounds(runs: int, shard_size: int) -> list[tuple[int, int]]:
     """Consecutive ``[lo, hi)`` run ranges of at most ``shard_size`` runs."""
     total = check_count(runs, "runs", minimum=2)
@@ -161,3 +200,52 @@ def merge_shards(parts: Sequence[Scores], runs: int,
     scores = np.concatenate([p.scores for p in parts], axis=1)[:, order]
     return Scores(runs=all_runs, bits=bits, steps=steps, scores=scores, sigma=sigma,
                   setting=parts[0].setting if setting is None else setting)
+
+
+def pool_repeats(repeats: Sequence[Scores]) -> list[Scores]:
+    """The repeats of each audit setting joined into one audit: every run of every repeat.
+
+    Repeats of a setting train the same pair (z, z') from independent seeds, so their runs
+    are independent draws from the same two worlds and the pooled runs are one larger audit
+    of the same mechanism: a valid estimator stays valid on them, with the power of all the
+    runs.  Audits are grouped by their setting less ``repeat`` (in first-seen order); the
+    pooled setting says ``repeats`` (how many were joined) and its runs are numbered
+    ``0..R-1`` in the order of the repeats.  Repeats must agree on checkpoints and sigma.
+    """
+    groups: dict[str, list[Scores]] = {}
+    for audit in repeats:
+        if "repeat" not in audit.setting:
+            raise ValueError(f"an audit without a repeat in its setting: {dict(audit.setting)}")
+        rest = {k: v for k, v in audit.setting.items() if k != "repeat"}
+        groups.setdefault(json.dumps(rest, sort_keys=True), []).append(audit)
+    pooled = []
+    for rest, parts in groups.items():
+        reps = [p.setting["repeat"] for p in parts]
+        if len(set(reps)) != len(reps):
+            raise ValueError(f"repeat(s) {sorted({r for r in reps if reps.count(r) > 1})} of {rest} given twice")
+        for p in parts[1:]:
+            if not np.array_equal(p.steps, parts[0].steps) or p.sigma != parts[0].sigma:
+                raise ValueError(f"repeats of {rest} disagree on the checkpoints or sigma")
+        bits = np.concatenate([p.bits for p in parts])
+        pooled.append(Scores(runs=np.arange(bits.size), bits=bits, steps=parts[0].steps,
+                             scores=np.concatenate([p.scores for p in parts], axis=1),
+                             sigma=parts[0].sigma, setting={**json.loads(rest), "repeats": len(parts)}))
+    return pooled
+
+
+def audit_estimates(audit: Scores, delta: float, alpha: float, estimators: Sequence[str]) -> list[dict[str, Any]]:
+    """One record per (checkpoint, estimator) of an audit: the estimate (its epsilon and
+    counts of runs per world) with the audit's setting and sigma."""
+    from subaudit.reporting.tables import step_estimates
+
+    records = step_estimates(audit.scores, audit.bits, audit.steps, delta, alpha, estimators)
+    for rec in records:
+        rec.update(audit.setting, sigma=audit.sigma)
+    return records
+
+
+def pooled_estimates(repeats: Sequence[Scores], delta: float, alpha: float,
+                     estimators: Sequence[str]) -> list[dict[str, Any]]:
+    """:func:`audit_estimates` of each setting's repeats pooled into one audit
+    (:func:`pool_repeats`): the headline bounds of the figures and the report."""
+    return [rec for audit in pool_repeats(repeats) for rec in audit_estimates(audit, delta, alpha, estimators)]

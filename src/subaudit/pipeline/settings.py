@@ -20,6 +20,11 @@ Seeds are derived in one function, :func:`seed`, from the root seed and the keys
 :data:`SEED_KEYS`.  A run's randomness depends on (experiment, scenario, q, repeat, run)
 only, so settings that differ in C, lr, T or the target share their random streams
 (common random numbers: a curve over one knob is not blurred by fresh noise per point).
+The runs with the target z (even indices) of scenarios whose world D is z as an input
+record (S3-S6, :func:`target_groups`) are one training per setting, of its own seed
+("target-world", no scenario), scored for each scenario's substitute; each scenario then
+trains only its runs with z'.  Such a job of one world's runs indexes them within their world
+(:func:`subaudit.pipeline.score_files.world_index`).
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from subaudit.validation import ParameterError
 __all__ = ["ABLATED", "DEPENDS", "KNOBS", "PATHS", "REFERENCES", "SEED_KEYS", "SWITCHES",
            "VARIABLE", "Setting", "ablation_every", "ablation_settings", "canary_knobs", "depends",
            "expand", "fmt", "grid", "key", "parse_key", "path", "seed", "settings_from_config",
-           "switch_settings"]
+           "switch_settings", "target_groups"]
 
 
 def fmt(x: float | int) -> str:
@@ -66,6 +71,7 @@ DEPENDS: dict[str, tuple[str, ...]] = {
     "target": ("steps", "every", "lr"),
     "calibration": ("q", "steps", "every", "target_epsilon"),
     "shard": ("q", "clip", "steps", "every", "lr", "target_epsilon", "repeat"),
+    "target_shard": ("q", "clip", "steps", "every", "lr", "target_epsilon", "repeat"),
     "scores": ("q", "clip", "steps", "every", "lr", "target_epsilon", "runs", "repeat"),
     "estimates": ("q", "clip", "steps", "every", "lr", "target_epsilon", "runs", "repeat"),
     "utility": ("q", "clip", "steps", "every", "lr", "target_epsilon"),
@@ -82,6 +88,7 @@ PATHS: dict[str, str] = {
     "canary_info": "results/natural/{exp}/canaries/{scenario}_{key}.json",
     "calibration": "results/accounting/natural/{key}.csv",
     "shard": "results/natural/{exp}/shards/{scenario}_{key}/runs{lo}-{hi}.npz",
+    "target_shard": "results/natural/{exp}/shards/target_{key}/runs{lo}-{hi}.npz",
     "scores": "results/natural/{exp}/scores/{scenario}_{key}.npz",
     "estimates": "results/natural/{exp}/estimates/{scenario}_{key}.json",
     "utility": "results/natural/{exp}/utility/{scenario}_{key}.csv",
@@ -308,6 +315,7 @@ SEED_KEYS: dict[str, tuple[str, ...]] = {
     "reference": ("'natural", "experiment", "'reference"),
     "canary": ("'natural", "experiment", "scenario", "q?"),
     "train": ("'natural", "experiment", "scenario", "q", "repeat"),
+    "target-world": ("'natural", "experiment", "'target-world", "q", "repeat"),
     "utility": ("'natural", "experiment", "scenario", "'utility"),
     "s1": ("'s1", "q", "target_epsilon", "repeat"),
     "one-run": ("'one-run", "experiment", "kind", "q"),
@@ -335,3 +343,17 @@ def seed(root: int, purpose: str, values: Mapping[str, Any]) -> int:
         v = values[name]
         keys.append(int(v) if name == "repeat" else fmt(v) if name in KNOBS else str(v))
     return derive_seed(root, *keys)
+
+
+def target_groups(settings: Iterable[Setting],
+                  scenarios: Mapping[str, Scenario]) -> dict[tuple[str, str], tuple[str, ...]]:
+    """Settings whose z-world runs are trained once: (experiment, shard key) -> the scenarios
+    (in the order given) that share the target's world (:attr:`Scenario.shares_target`), where
+    at least two of them audit that setting; the others train both worlds themselves."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for s in settings:
+        if scenarios[s.scenario].shares_target:
+            members = groups.setdefault((s.experiment, s.key("shard")), [])
+            if s.scenario not in members:
+                members.append(s.scenario)
+    return {k: tuple(v) for k, v in groups.items() if len(v) > 1}

@@ -5,12 +5,17 @@ A :class:`Claim` reads the figures' tidy tables (the CSVs beside the figures) an
 a :class:`Verdict`: ``supported``, ``refuted`` or ``cannot tell``, with the numbers that
 decide it and the rule, stated once in the claim.  No verdict is written by hand.
 
-Statistical rule for an audit (a mean over repeats of the valid estimator's lower bounds
-with its standard error ``se`` over repeats): it is *above* a reference when
-``mean - 2 se`` exceeds it, *below* when ``mean + 2 se`` is under it, and *within error*
-otherwise.  An audit of one repeat has no error estimate: a comparison that needs one
-cannot tell.  Accountant values are exact (no margin).  Adding a claim is a function here
-and its entry in :data:`CLAIMS`, with a test that changes its numbers and its verdict.
+Statistical rules.  An audit's headline is its *pooled* bound: the valid estimator on all
+its runs, the repeats pooled into one audit (they train the same pair from independent seeds,
+so their runs are one larger audit of the same mechanism).  It is *above* a reference when the
+pooled bound exceeds it (a statement about epsilon at the estimator's confidence), *below*
+when the 95% t interval (n - 1 degrees of freedom) of the repeats' mean bound ends under it
+(a statement about the audit), and *within error* otherwise; with one repeat an audit that is
+not above cannot tell.  Two audits (scenarios, knob values) are compared by the Welch t
+interval of the difference of their repeats' means; with one repeat on either side, that
+comparison cannot tell.  Accountant values are exact (no margin).  Adding a claim is a
+function here and its entry in :data:`CLAIMS`, with a test that changes its numbers and its
+verdict.
 """
 
 from __future__ import annotations
@@ -23,10 +28,11 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from subaudit.reporting.tables import EPS_AR, EPS_GROUP, EPS_S
+from subaudit.reporting.tables import EPS_AR, EPS_GROUP, EPS_S, SPREAD
 
-__all__ = ["BASELINES", "CLAIMS", "CLAIM_SCORE", "INPUT_SCENARIOS", "OPTIMISED", "PAPER_SCENARIOS", "STATUS_CODES",
-           "Claim", "Evidence", "Verdict", "compare", "final_audits", "format_audit", "judge_all", "paired_t"]
+__all__ = ["BASELINES", "CLAIMS", "CLAIM_SCORE", "INPUT_SCENARIOS", "LEVEL", "OPTIMISED", "PAPER_SCENARIOS",
+           "STATUS_CODES", "Claim", "Evidence", "Verdict", "compare", "difference", "final_audits", "format_audit",
+           "judge_all", "paired_t"]
 
 #: Verdicts and their codes in the metrics file (``dvc metrics diff`` compares numbers).
 STATUS_CODES = {"supported": 1, "cannot tell": 0, "refuted": -1}
@@ -34,6 +40,8 @@ STATUS_CODES = {"supported": 1, "cannot tell": 0, "refuted": -1}
 #: The paper's scenarios, which its claims are about (scenarios beyond it, S6 and S7, are shown in
 #: the figures and tables but judged by none of its claims), and its input-space canaries.
 PAPER_SCENARIOS = ("S2", "S3", "S4", "S5")
+#: Confidence of the t intervals over repeats.
+LEVEL = 0.95
 INPUT_SCENARIOS = ("S3", "S4", "S5")
 
 
@@ -83,26 +91,62 @@ class Claim:
     beyond: bool = False
 
 
-def compare(mean: float, se: float, reference: float) -> str:
-    """'above', 'below' or 'within error' of ``reference`` at +-2 ``se`` (se NaN: one
-    repeat, no error estimate, so only 'unknown' unless ``mean`` equals it exactly)."""
-    if not np.isfinite(se):
-        return "unknown"
-    if mean - 2 * se > reference:
+def _t(level: float, df: float) -> float:
+    return float(stats.t.ppf(0.5 + level / 2, df))
+
+
+def compare(audit: Mapping[str, Any], reference: float, level: float = LEVEL) -> str:
+    """'above' ``reference`` when the audit's pooled valid bound (``epsilon``) exceeds it;
+    'below' when the t interval at ``level`` of its repeats' mean bound (``mean``, ``se``,
+    ``n_repeats``) ends under it; else 'within error', or 'unknown' with one repeat."""
+    if audit["epsilon"] > reference:
         return "above"
-    if mean + 2 * se < reference:
+    n = int(audit["n_repeats"])
+    if n < 2 or not np.isfinite(audit["se"]):
+        return "unknown"
+    if audit["mean"] + _t(level, n - 1) * audit["se"] < reference:
         return "below"
     return "within error"
 
 
+def difference(a: Mapping[str, Any], b: Mapping[str, Any], level: float = LEVEL) -> tuple[float, float, float]:
+    """Mean bound of audit ``a`` minus that of ``b`` over their repeats, with its Welch t
+    interval at ``level`` (independent repeats; NaN bounds when either has one repeat)."""
+    diff = float(a["mean"] - b["mean"])
+    na, nb = int(a["n_repeats"]), int(b["n_repeats"])
+    if na < 2 or nb < 2:
+        return diff, float("nan"), float("nan")
+    va, vb = float(a["se"]) ** 2, float(b["se"]) ** 2
+    if va + vb == 0.0:
+        return diff, diff, diff
+    df = (va + vb) ** 2 / (va ** 2 / (na - 1) + vb ** 2 / (nb - 1))
+    half = _t(level, df) * float(np.sqrt(va + vb))
+    return diff, diff - half, diff + half
+
+
+def _sign(interval: tuple[float, float, float]) -> str:
+    """'above' 0 when the interval's low end is, 'below' when its high end is, else
+    'within error' ('unknown' without an interval)."""
+    _, lo, hi = interval
+    if not np.isfinite(lo):
+        return "unknown"
+    return "above" if lo > 0 else "below" if hi < 0 else "within error"
+
+
+def _interval(interval: tuple[float, float, float]) -> str:
+    diff, lo, hi = interval
+    return f"{diff:.3g} [{lo:.3g}, {hi:.3g}]" if np.isfinite(lo) else f"{diff:.3g} (one repeat: no interval)"
+
+
 def final_audits(table: pd.DataFrame, estimator: str, panel: str = "q") -> pd.DataFrame:
     """One row per (panel value, scenario) at the final step: the audit of ``estimator``
-    (epsilon, se, n_repeats) beside eps_S and eps_AR of that step and sigma."""
+    (its pooled bound ``epsilon`` and the repeats' spread) beside eps_S and eps_AR of that
+    step and sigma."""
     last = table[table["step"] == table.groupby(panel)["step"].transform("max")]
     audits = last[(last["estimator"] == estimator) & (last["scenario"].fillna("") != "")]
     acc = last[last["series"].isin([EPS_S, EPS_AR])].pivot_table(
         index=panel, columns="series", values="epsilon")
-    columns = list(dict.fromkeys([panel, "q", "step", "scenario", "epsilon", "se", "n_repeats", "sigma"]))
+    columns = list(dict.fromkeys([panel, "q", "step", "scenario", "epsilon", *SPREAD, "sigma"]))
     out = audits[columns].copy()
     out["se"] = np.where(out["n_repeats"] > 1, out["se"], np.nan)
     out["eps_S"] = out[panel].map(acc[EPS_S])
@@ -114,16 +158,16 @@ def _fmt(x: float) -> str:
     return "n/a" if not np.isfinite(x) else f"{x:.3g}"
 
 
-def format_audit(mean: float, se: float) -> str:
-    """An audit as text: mean ± 2 s.e. over repeats, or "(1 repeat)" without an error estimate
-    (``se`` NaN)."""
-    if not np.isfinite(mean):
+def format_audit(audit: Mapping[str, Any], headline: str = "epsilon") -> str:
+    """An audit as text: its ``headline`` bound (the pooled one; ``mean`` for Fig 5's audits
+    of R' runs), then the range of its repeats' own bounds ("3.2 (repeats 2.9–3.1)"), or
+    "(1 repeat)"."""
+    eps = audit[headline]
+    if not np.isfinite(eps):
         return "n/a"
-    return f"{mean:.3g} ± {2 * se:.2g}" if np.isfinite(se) else f"{mean:.3g} (1 repeat)"
-
-
-def _audit(row: Mapping[str, Any]) -> str:
-    return format_audit(row["epsilon"], row["se"])
+    if int(audit["n_repeats"]) < 2:
+        return f"{eps:.3g} (1 repeat)"
+    return f"{eps:.3g} (repeats {audit['low']:.3g}–{audit['high']:.3g})"
 
 
 # --------------------------------------------------------------------------- the claims
@@ -140,11 +184,10 @@ def _s1(ev: Evidence) -> tuple[str, str, dict[str, float]]:
         a = audit[audit["q"] == q].set_index("target_epsilon").sort_index()
         if q == q_max:
             for target, r in a.iterrows():
-                se = r["se"] if r["n_repeats"] > 1 else np.nan
-                c = compare(r["epsilon"], se, acc.loc[target, EPS_AR])
+                c = compare(r, acc.loc[target, EPS_AR])
                 above += c == "above"
                 below += c == "below"
-                rows.append(f"target {target:g}: {_audit({'epsilon': r['epsilon'], 'se': se})} "
+                rows.append(f"target {target:g}: {format_audit(r)} "
                             f"vs eps_AR {_fmt(acc.loc[target, EPS_AR])}")
         track &= bool(np.all(np.diff(a["epsilon"].to_numpy()) > 0))
     share = audit[audit["q"] == q_max].set_index("target_epsilon")["epsilon"] / \
@@ -190,16 +233,14 @@ def _natural(ev: Evidence) -> tuple[str, str, dict[str, float]]:
             parts.append(f"{name}: no S2 audit")
             continue
         s2 = top.loc["S2"]
-        vs_ar = compare(s2["epsilon"], s2["se"], s2["eps_AR"])
+        vs_ar = compare(s2, s2["eps_AR"])
         others = top.drop(index="S2")
-        beaten = [s for s, r in others.iterrows()
-                  if np.isfinite(r["se"]) and np.isfinite(s2["se"])
-                  and r["epsilon"] - 2 * r["se"] > s2["epsilon"] + 2 * s2["se"]]
+        beaten = [s for s, r in others.iterrows() if _sign(difference(r, s2)) == "above"]
         highest = bool((others["epsilon"] <= s2["epsilon"]).all())
         numbers.update({f"{name}_q": float(s2["q"]), f"{name}_S2": float(s2["epsilon"]),
                         f"{name}_eps_AR": float(s2["eps_AR"]), f"{name}_eps_S": float(s2["eps_S"])})
-        parts.append(f"{name}, q = {s2['q']:g}: S2 {_audit(s2)} vs eps_AR {_fmt(s2['eps_AR'])} "
-                     f"({vs_ar}); others " + ", ".join(f"{s} {_audit(r)}" for s, r in others.iterrows()))
+        parts.append(f"{name}, q = {s2['q']:g}: S2 {format_audit(s2)} vs eps_AR {_fmt(s2['eps_AR'])} "
+                     f"({vs_ar}); others " + ", ".join(f"{s} {format_audit(r)}" for s, r in others.iterrows()))
         if vs_ar == "below" or beaten:
             statuses.append("refuted")
         elif vs_ar == "above" and highest:
@@ -218,23 +259,22 @@ def _scratch(ev: Evidence) -> tuple[str, str, dict[str, float]]:
         f = final_audits(ev.table(name), ev.estimator)
         inputs = f[f["scenario"].isin(INPUT_SCENARIOS)]
         exceed = [f"{r['scenario']} at q = {r['q']:g}" for _, r in inputs.iterrows()
-                  if compare(r["epsilon"], r["se"], r["eps_AR"]) == "above"]
-        unknown = [r for _, r in inputs.iterrows() if not np.isfinite(r["se"])]
+                  if compare(r, r["eps_AR"]) == "above"]
         s2 = f[(f["scenario"] == "S2") & (f["q"] == f["q"].max())]
-        s2_vs = compare(s2["epsilon"].iloc[0], s2["se"].iloc[0], s2["eps_AR"].iloc[0]) if len(s2) else "none"
+        s2_vs = compare(s2.iloc[0], s2["eps_AR"].iloc[0]) if len(s2) else "none"
         numbers.update({f"{name}_input_above_eps_AR": len(exceed),
                         f"{name}_max_input_over_eps_AR": float((inputs["epsilon"] / inputs["eps_AR"]).max())})
         if len(s2):
             numbers[f"{name}_S2"] = float(s2["epsilon"].iloc[0])
             numbers[f"{name}_S2_eps_AR"] = float(s2["eps_AR"].iloc[0])
         parts.append(f"{name}: input canaries above eps_AR: {', '.join(exceed) or 'none'}; "
-                     + "; ".join(f"{r['scenario']} q = {r['q']:g} {_audit(r)} vs eps_AR {_fmt(r['eps_AR'])}"
+                     + "; ".join(f"{r['scenario']} q = {r['q']:g} {format_audit(r)} vs eps_AR {_fmt(r['eps_AR'])}"
                                  for _, r in inputs.iterrows())
-                     + (f"; S2 at q = {s2['q'].iloc[0]:g}: {_audit(s2.iloc[0])} vs eps_AR "
+                     + (f"; S2 at q = {s2['q'].iloc[0]:g}: {format_audit(s2.iloc[0])} vs eps_AR "
                         f"{_fmt(s2['eps_AR'].iloc[0])} ({s2_vs})" if len(s2) else ""))
         if exceed:
             statuses.append("refuted")
-        elif s2_vs == "above" and not unknown:
+        elif s2_vs == "above":
             statuses.append("supported")
         else:
             statuses.append("cannot tell")
@@ -270,11 +310,11 @@ def _weakens(ev: Evidence) -> tuple[str, str, dict[str, float]]:
             else:
                 strong = d.loc[values[-1] if strong_high else values[0]]
                 weak = d.loc[values[0] if strong_high else values[-1]]
-            diff = strong["epsilon"] - weak["epsilon"]
-            se = float(np.hypot(strong["se"], weak["se"]))
-            c = compare(diff, se, 0.0)
-            numbers[f"{panel}_{scenario}_drop"] = float(diff)
-            parts.append(f"{label}, {scenario}: {_audit(strong)} -> {_audit(weak)}")
+            diff, lo, hi = difference(strong, weak)
+            c = _sign((diff, lo, hi))
+            numbers[f"{panel}_{scenario}_drop"] = diff
+            parts.append(f"{label}, {scenario}: {format_audit(strong)} -> {format_audit(weak)}, "
+                         f"difference of means {_interval((diff, lo, hi))}")
             statuses.append({"above": "supported", "below": "refuted"}.get(c, "cannot tell"))
     if not statuses:
         return "cannot tell", "no ablation or q grid in this run", {}
@@ -374,27 +414,29 @@ def _combine(statuses: Sequence[str]) -> str:
 #: The paper's claims, numbered as the report lists them.
 CLAIMS: dict[int, Claim] = {c.number: c for c in (
     Claim(1, "S1 audits exceed eps_AR and track eps_S", (
-        "at the largest q, every target's audit is above eps_AR (mean - 2 s.e. over repeats), "
-        "the audit rises with the target at every q and reaches at least half of eps_S; "
-        "refuted if every audit at the largest q is below eps_AR"), _s1, ("fig2",)),
+        "at the largest q, every target's audit (its repeats pooled, a valid bound) is above "
+        "eps_AR, the audit rises with the target at every q and reaches at least half of eps_S; "
+        "refuted if every audit at the largest q is below eps_AR (95% t interval of the repeats' "
+        "mean under it)"), _s1, ("fig2",)),
     Claim(2, "eps_S by the substitute accountant is tighter than by group privacy", (
         "eps_S(group privacy, Theorem 4.1) > eps_S(accountant) in every (q, target) cell; "
         "accountant values, no margin"), _group, ("fig2",)),
     Claim(3, "natural-data canaries exceed eps_AR at large q, S2 the tightest", (
-        "in every fine-tuned experiment at its largest q and final step, S2 is above eps_AR and "
-        "no lower than S3-S5; refuted if S2 is below eps_AR or another scenario is above S2 "
-        "beyond both error bars"), _natural, ("fig3", "figA6")),
+        "in every fine-tuned experiment at its largest q and final step, S2's pooled bound is above "
+        "eps_AR and no lower than those of S3-S5; refuted if S2 is below eps_AR (95% t interval of "
+        "its repeats' mean under it) or another scenario's repeats beat S2's (Welch 95% t interval "
+        "of the difference above 0)"), _natural, ("fig3", "figA6")),
     Claim(4, "input-space canaries do not exceed eps_AR when training from scratch, while S2 "
              "still tracks eps_S", (
-        "in every from-scratch experiment at the final step, no S3-S5 audit is above eps_AR at "
-        "any q and S2 is above eps_AR at the largest q; refuted if an input canary is above "
-        "eps_AR"), _scratch, ("fig4",)),
+        "in every from-scratch experiment at the final step, no S3-S5 audit's pooled bound is "
+        "above eps_AR at any q and S2's is above eps_AR at the largest q; refuted if an input "
+        "canary's pooled bound is above eps_AR"), _scratch, ("fig4",)),
     Claim(5, "input-space canaries weaken as q falls, as C grows, as T grows at fixed q, and "
              "with the learning rate (Figs A2-A4)", (
-        "for S3-S5 at the final step, the audit at the strong end (largest q, smallest C, "
-        "smallest T, the base learning rate) minus the weak end (smallest q, largest C, largest T, "
-        "the best other learning rate) is above 0 beyond 2 combined s.e. in most comparisons "
-        "and below it in none; refuted if most are below"), _weakens,
+        "for S3-S5 at the final step, the repeats' mean audit at the strong end (largest q, "
+        "smallest C, smallest T, the base learning rate) minus that at the weak end (smallest q, "
+        "largest C, largest T, the best other learning rate) has its Welch 95% t interval above 0 "
+        "in most comparisons and below 0 in none; refuted if most are below"), _weakens,
         ("fig3", "figA2", "figA3", "figA4")),
     Claim(6, "eps_S / eps_AR passes 2 at large q and small sigma at fixed delta", (
         "the ratio at the largest q and smallest sigma of the grid is above 2 and above the "

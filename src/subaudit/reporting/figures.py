@@ -63,9 +63,10 @@ def epsilon_vs_target(table: pd.DataFrame) -> plt.Figure:
             ax.plot(d["target_epsilon"], d["epsilon"], label=series, **style)
         for i, series in enumerate(audit_series):
             d = sub[sub["series"] == series].sort_values("target_epsilon")
-            ax.errorbar(d["target_epsilon"], d["epsilon"], yerr=2 * d["se"].fillna(0.0),
-                        label=series, color=_AUDIT_COLORS[i % len(_AUDIT_COLORS)],
-                        marker="D", linestyle="-", capsize=4, linewidth=1.5)
+            color = _AUDIT_COLORS[i % len(_AUDIT_COLORS)]
+            ax.plot(d["target_epsilon"], d["epsilon"], label=series, color=color, marker="D",
+                    linestyle="-", linewidth=1.5)
+            ax.vlines(d["target_epsilon"], d["low"], d["high"], color=color, linewidth=4, alpha=0.35)
         steps, delta = int(sub["steps"].iloc[0]), float(sub["delta"].iloc[0])
         ax.set_title(f"q = {q:g}  (T = {steps}, δ = {delta:g})")
         ax.set_xlabel("target ε_S (substitute accountant)")
@@ -74,7 +75,8 @@ def epsilon_vs_target(table: pd.DataFrame) -> plt.Figure:
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=min(3, len(labels)), frameon=False)
     fig.suptitle("S1 worst-case dataset canaries: audited ε against accountants"
-                 + (f"\n(error bars: ±2 standard errors over {n_rep} repeats)" if n_rep else ""))
+                 + (f"\n(markers: the {n_rep} repeats pooled into one audit; bars: the range of "
+                    "the repeats' own bounds)" if n_rep > 1 else ""))
     return fig
 
 
@@ -145,7 +147,8 @@ def epsilon_vs_step(table: pd.DataFrame, title: str, panel: str = "q") -> plt.Fi
     ablated knob): epsilon against step, one panel per value of ``panel``.
 
     Accountant lines (eps_S substitute, eps_AR add/remove) and, per scenario and
-    estimator, the mean audited epsilon over repeats with a band of +-2 s.e.
+    estimator, the audit with its repeats pooled (a line) in a band spanning the repeats' own
+    bounds.
     """
     _theme()
     values = _panel_values(table, panel)
@@ -166,9 +169,7 @@ def epsilon_vs_step(table: pd.DataFrame, title: str, panel: str = "q") -> plt.Fi
             ax.plot(d["step"], d["epsilon"], color=color, marker="o", markersize=3,
                     linestyle=ESTIMATORS[estimator].linestyle if estimator in ESTIMATORS else "-.",
                     label=f"{series} ({_estimator_label(estimator)})")
-            band = 2 * d["se"].fillna(0.0)
-            ax.fill_between(d["step"], d["epsilon"] - band, d["epsilon"] + band, color=color,
-                            alpha=0.15, linewidth=0)
+            ax.fill_between(d["step"], d["low"], d["high"], color=color, alpha=0.15, linewidth=0)
         sigma, delta = float(sub["sigma"].iloc[0]), float(sub["delta"].iloc[0])
         head = f"q = {value:g}" if panel == "q" else \
             f"{PANEL_LABELS[panel]} = {value:g}  (q = {float(sub['q'].iloc[0]):g})"
@@ -178,8 +179,8 @@ def epsilon_vs_step(table: pd.DataFrame, title: str, panel: str = "q") -> plt.Fi
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=2, frameon=False,
                fontsize="small")
-    bands = (f"bands: ±2 standard errors over {n_rep} repeats" if n_rep > 1
-             else "one repeat per audit: no error band")
+    bands = (f"lines: the {n_rep} repeats pooled into one audit; bands: the range of the repeats' "
+             "own bounds" if n_rep > 1 else "one repeat per audit: no band")
     fig.suptitle(f"{title}\naudits under substitute adjacency; {bands}")
     return fig
 
@@ -195,7 +196,7 @@ def epsilon_vs_runs(table: pd.DataFrame, title: str) -> plt.Figure:
     # The finite-R ceilings can sit far above everything else: the axis shows the audits,
     # the accountants and the final-iterate ceiling, and a ceiling above it leaves the top.
     shown = table[~table["series"].str.startswith(FINITE_R.split("(")[0])]
-    top = 1.2 * float((shown["epsilon"] + 2 * shown["se"].fillna(0.0)).max())
+    top = 1.2 * float(shown["high"].max())
     for ax, q in zip(axes[0], qs):
         sub = table[table["q"] == q]
         refs = sub[sub["scenario"].fillna("") == ""]
@@ -213,7 +214,7 @@ def epsilon_vs_runs(table: pd.DataFrame, title: str) -> plt.Figure:
         audits = sub[sub["scenario"].fillna("") != ""]
         for (scenario, series, estimator), d in audits.groupby(["scenario", "series", "estimator"]):
             d = d.sort_values("runs")
-            ax.errorbar(d["runs"], d["epsilon"], yerr=2 * d["se"].fillna(0.0), capsize=3,
+            ax.errorbar(d["runs"], d["epsilon"], yerr=[d["epsilon"] - d["low"], d["high"] - d["epsilon"]], capsize=3,
                         color=SCENARIOS[scenario].color if scenario in SCENARIOS else "grey",
                         linestyle=ESTIMATORS[estimator].linestyle if estimator in ESTIMATORS else "-.",
                         marker="o", markersize=4, label=f"{series} ({_estimator_label(estimator)})")
@@ -228,7 +229,7 @@ def epsilon_vs_runs(table: pd.DataFrame, title: str) -> plt.Figure:
         ax.set_ylabel("ε at δ (privacy loss, nats)")
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=2, frameon=False, fontsize="small")
-    bars = (f"error bars: ±2 standard errors over {n_rep} repeats" if n_rep > 1
+    bars = (f"markers: the mean over {n_rep} repeats; error bars: their range" if n_rep > 1
             else "one repeat: no error bars")
     fig.suptitle(f"{title}\nthe first R' runs of each audit, substitute adjacency; {bars}; "
                  "a finite-R ceiling above the axis is off the top")

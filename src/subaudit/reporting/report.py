@@ -54,7 +54,7 @@ class Report:
 def final_step_table(table: pd.DataFrame, estimator: str, runs: int, delta: float, alpha: float,
                      panel: str = "q") -> pd.DataFrame:
     """A natural-data or ablation figure's final step, one row per (panel value, scenario):
-    the audit of ``estimator`` (mean ± 2 s.e. over repeats) against eps_AR, eps_S by the
+    the audit of ``estimator`` (its repeats pooled, beside their range) against eps_AR, eps_S by the
     accountant and by group privacy, the final-iterate ceiling (substitute) and the
     estimator's finite-R ceiling at ``runs`` runs."""
     f = final_audits(table, estimator, panel)
@@ -68,8 +68,8 @@ def final_step_table(table: pd.DataFrame, estimator: str, runs: int, delta: floa
             cache[key] = (group, final_iterate_epsilon(*key, delta, "substitute"))
         group, ceiling = cache[key]
         rows.append({PANEL_LABELS[panel]: f"{r[panel]:g}", "scenario": SCENARIOS[r["scenario"]].title,
-                     f"audit ({estimator})": format_audit(r["epsilon"], r["se"]),
-                     "repeats": int(r["n_repeats"]), "eps_AR": f"{r['eps_AR']:.3g}",
+                     f"audit ({estimator})": format_audit(r), "repeats": int(r["n_repeats"]),
+                     "runs": int(r["n_runs"]), "eps_AR": f"{r['eps_AR']:.3g}",
                      "eps_S (accountant)": f"{r['eps_S']:.3g}",
                      "eps_S (group privacy)": f"{group:.3g}",
                      "final-iterate ceiling": f"{ceiling:.3g}",
@@ -86,9 +86,8 @@ def _s1_table(table: pd.DataFrame, estimator: str) -> pd.DataFrame:
     rows = []
     for (q, target), a in acc.sort_index(ascending=[False, True]).iterrows():
         au = audit.loc[(q, target)] if (q, target) in audit.index else None
-        se = au["se"] if au is not None and au["n_repeats"] > 1 else np.nan
         rows.append({"q": f"{q:g}", "target eps_S": f"{target:g}",
-                     f"audit ({estimator})": format_audit(au["epsilon"], se) if au is not None else "n/a",
+                     f"audit ({estimator})": format_audit(au) if au is not None else "n/a",
                      "eps_AR": f"{a[EPS_AR]:.3g}", "eps_S (accountant)": f"{a[EPS_S]:.3g}",
                      "eps_S (group privacy)": f"{a[EPS_GROUP]:.3g}",
                      "final-iterate ceiling": f"{a[ceiling[0]]:.3g}" if ceiling else "n/a"})
@@ -102,7 +101,7 @@ def _runs_table(table: pd.DataFrame, estimator: str) -> pd.DataFrame:
     for (q, runs), d in audits.groupby(["q", "runs"], sort=False):
         row: dict[str, Any] = {"q": f"{q:g}", "R'": int(runs)}
         for _, r in d.sort_values("scenario").iterrows():
-            row[r["scenario"]] = format_audit(r["epsilon"], r["se"] if r["n_repeats"] > 1 else np.nan)
+            row[r["scenario"]] = format_audit(r, "mean")
         ceil = finite[(finite["q"] == q) & (finite["runs"] == runs)]["epsilon"]
         row[f"finite-R ceiling ({estimator})"] = f"{float(ceil.iloc[0]):.3g}" if len(ceil) else "n/a"
         rows.append(row)
@@ -123,7 +122,8 @@ def build(tables: Mapping[str, pd.DataFrame], figures: Sequence[FigureInfo], *, 
                  "every verdict is computed from those numbers by the rule stated with it "
                  "(subaudit.reporting.claims), never written by hand. Audits are empirical lower bounds "
                  f"on epsilon at confidence {1 - alpha:g} from the {estimator} estimator "
-                 f"({ESTIMATORS[estimator].description}); ± is 2 standard errors over repeats.")
+                 f"({ESTIMATORS[estimator].description}). An audit's bound uses all its runs, its "
+                 "repeats pooled into one audit; beside it, the range of the repeats' own bounds.")
     rep.add("table", pd.DataFrame([{"setting": k, "value": str(v)} for k, v in settings.items()]))
     for heading, beyond in (("Claims of the paper", False), ("Claims beyond the paper", True)):
         mine = [v for v in verdicts if CLAIMS[v.claim].beyond == beyond]
@@ -134,9 +134,11 @@ def build(tables: Mapping[str, pd.DataFrame], figures: Sequence[FigureInfo], *, 
                 "numbers that decide it": v.reason} for v in mine]))
     rep.add("h3", "Rules")
     rep.add("list", [f"Claim {c.number}: {c.rule}." for c in CLAIMS.values()])
-    rep.add("p", "A comparison is 'above' a reference when mean - 2 s.e. exceeds it and 'below' "
-                 "when mean + 2 s.e. is under it; with one repeat there is no error estimate and "
-                 "a comparison that needs one cannot tell.")
+    rep.add("p", "An audit is 'above' a reference when its pooled bound (valid at the stated "
+                 "confidence) exceeds it, and 'below' when the 95% t interval (n - 1 degrees of "
+                 "freedom) of its repeats' mean bound ends under it. Two audits are compared by the "
+                 "Welch 95% t interval of the difference of their repeats' means. With one repeat "
+                 "there is no interval, and a comparison that needs one cannot tell.")
     final: dict[str, Any] = {}
     rep.add("h2", "Figures")
     for fig in figures:

@@ -34,6 +34,34 @@ def mean_se(frame: pd.DataFrame, keys: list[str], value: str) -> pd.DataFrame:
     return out.drop(columns="std")
 
 
+#: What an audit row of a figure table holds beside its headline ``epsilon`` (the valid bound on
+#: all its runs, the repeats pooled): the repeats' mean, its standard error, their range
+#: (``low``, ``high``), their count and the pooled number of runs.
+SPREAD = ("mean", "se", "low", "high", "n_repeats", "n_runs")
+
+
+def repeat_spread(estimates: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Per ``keys``: the repeats' mean bound, its standard error (sample sd / sqrt(n); NaN for
+    one repeat), their range (``low``, ``high``) and their count ``n_repeats``."""
+    reps = estimates.groupby(keys)["epsilon"].agg(["mean", "std", "count", "min", "max"]).reset_index()
+    reps["se"] = reps["std"] / np.sqrt(reps["count"])
+    return reps.rename(columns={"count": "n_repeats", "min": "low", "max": "high"}).drop(columns="std")
+
+
+def audit_summary(estimates: pd.DataFrame, pooled: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Per ``keys``: the pooled audit's bound (``epsilon``; ``pooled`` holds the records of the
+    repeats pooled into one audit, :func:`subaudit.pipeline.score_files.pool_repeats`) beside
+    the repeats' own bounds (:data:`SPREAD`).  Every group of repeats needs its pooled
+    estimate (ValueError)."""
+    reps = repeat_spread(estimates, keys)
+    pooled = pooled.assign(n_runs=pooled["n_positive"] + pooled["n_negative"])
+    out = reps.merge(pooled[keys + ["epsilon", "n_runs"]], on=keys, how="left", validate="one_to_one")
+    if out["epsilon"].isna().any():
+        missing = out.loc[out["epsilon"].isna(), keys].to_dict("records")
+        raise ValueError(f"no pooled estimate for {missing[:3]}")
+    return out
+
+
 def step_estimates(scores: np.ndarray, labels: np.ndarray, steps: Sequence[int], delta: float,
                    alpha: float, estimators: Iterable[str]) -> list[dict[str, Any]]:
     """One estimate record per (checkpoint step, estimator) of one audit repeat (any scenario)."""
@@ -45,15 +73,15 @@ def step_estimates(scores: np.ndarray, labels: np.ndarray, steps: Sequence[int],
     return sorted(records, key=lambda r: r["step"])
 
 
-def fig2_table(calibrations: Iterable[Mapping[str, Any]],
-               estimates: Iterable[Mapping[str, Any]], adjacency: str) -> pd.DataFrame:
+def fig2_table(calibrations: Iterable[Mapping[str, Any]], estimates: Iterable[Mapping[str, Any]],
+               pooled: Iterable[Mapping[str, Any]], adjacency: str) -> pd.DataFrame:
     """Tidy Fig 2 table: accountant values, the final-iterate ceiling of the S1 canary
-    (:mod:`subaudit.estimation.ceilings`, the canaries' ``adjacency``) and audited epsilon (mean, s.e.
-    over repeats).
+    (:mod:`subaudit.estimation.ceilings`, the canaries' ``adjacency``) and the audit.
 
-    ``estimates`` are records with keys q, target_epsilon, repeat, step, estimator,
-    epsilon (the final-step rows are used). ``se`` is the standard error of the mean
-    over repeats (sample standard deviation / sqrt(n)); the figure draws +-2 se.
+    ``estimates`` are the repeats' records (keys q, target_epsilon, repeat, step, estimator,
+    epsilon) and ``pooled`` those of the repeats pooled into one audit; the
+    final-step rows are used.  An audit's ``epsilon`` is its pooled bound, beside the repeats'
+    :data:`SPREAD` (the figure draws their range).
     """
     cal = pd.DataFrame(list(calibrations))
     rows = []
@@ -65,21 +93,28 @@ def fig2_table(calibrations: Iterable[Mapping[str, Any]],
                               (EPS_AR, rec.eps_add_remove),
                               (CEILING.format(adjacency=adjacency), ceiling)):
             rows.append({**base, "series": series, "estimator": "", "adjacency": "",
-                         "epsilon": value, "se": 0.0, "n_repeats": 0})
+                         "epsilon": value, **_exact(value)})
     est = pd.DataFrame(list(estimates))
     if not est.empty:
-        final = est[est["step"] == est.groupby(["q", "target_epsilon"])["step"].transform("max")]
-        summary = mean_se(final, ["q", "target_epsilon", "estimator"], "epsilon")
-        for rec in summary.itertuples(index=False):
-            match = cal[(cal.q == rec.q) & (cal.target_epsilon == rec.target_epsilon)].iloc[0]
-            rows.append({"q": rec.q, "target_epsilon": rec.target_epsilon, "sigma": match.sigma,
+        keys = ["q", "target_epsilon", "estimator"]
+        last = lambda f: f[f["step"] == f.groupby(["q", "target_epsilon"])["step"].transform("max")]  # noqa: E731
+        summary = audit_summary(last(est), last(pd.DataFrame(list(pooled))), keys)
+        for rec in summary.to_dict("records"):
+            match = cal[(cal.q == rec["q"]) & (cal.target_epsilon == rec["target_epsilon"])].iloc[0]
+            rows.append({"q": rec["q"], "target_epsilon": rec["target_epsilon"], "sigma": match.sigma,
                          "steps": match.steps, "delta": match.delta,
-                         "series": f"eps audit ({rec.estimator} estimator, {adjacency} canaries)",
-                         "estimator": rec.estimator, "adjacency": adjacency,
-                         "epsilon": rec.mean, "se": rec.se, "n_repeats": int(rec.count)})
+                         "series": f"eps audit ({rec['estimator']} estimator, {adjacency} canaries)",
+                         "estimator": rec["estimator"], "adjacency": adjacency,
+                         **{k: rec[k] for k in ("epsilon", *SPREAD)}})
     table = pd.DataFrame(rows)
+    table[["n_repeats", "n_runs"]] = table[["n_repeats", "n_runs"]].astype(int)
     return table.sort_values(["q", "target_epsilon", "series"], ascending=[False, True, True],
                              ignore_index=True)
+
+
+def _exact(value: float) -> dict[str, Any]:
+    """The :data:`SPREAD` columns of an accountant's (exact) value."""
+    return {"mean": value, "se": 0.0, "low": value, "high": value, "n_repeats": 0, "n_runs": 0}
 
 
 def figA5_table(rows: Iterable[pd.DataFrame]) -> pd.DataFrame:
@@ -91,33 +126,35 @@ def figA5_table(rows: Iterable[pd.DataFrame]) -> pd.DataFrame:
 # --------------------------------------------------------------------------- natural-data audits
 
 def natural_table(step_acc: pd.DataFrame, estimates: Iterable[Mapping[str, Any]],
-                  panel: str = "q") -> pd.DataFrame:
+                  pooled: Iterable[Mapping[str, Any]], panel: str = "q") -> pd.DataFrame:
     """Tidy table of a natural-data figure: accountants and audits per (panel, step).
 
-    ``estimates`` are records with keys scenario, q, repeat, step, estimator, epsilon
-    and the ``panel`` knob (q for Figs 3, A6, 4; clip, steps or lr for an ablation, whose
-    ``step_acc`` then carries that column too).  Audits are the mean over repeats with
-    ``se`` the standard error of that mean (sample sd / sqrt(n)); figures draw +-2 se.
+    ``estimates`` are the repeats' records with keys scenario, q, repeat, step, estimator,
+    epsilon and the ``panel`` knob (q for Figs 3, A6, 4; clip, steps or lr for an ablation,
+    whose ``step_acc`` then carries that column too); ``pooled`` are the same audits with
+    their repeats pooled into one audit.  An audit's ``epsilon`` is its pooled
+    bound (valid for a valid estimator, on all its runs), beside the repeats' :data:`SPREAD`:
+    their mean and its standard error (for t intervals) and their range (the figures' bands).
     """
     acc_rows = step_acc.to_dict("records")
     rows = []
     for rec in acc_rows:
         for series, value in ((EPS_S, rec["eps_substitute"]), (EPS_AR, rec["eps_add_remove"])):
             rows.append({panel: rec[panel], "q": rec["q"], "step": rec["step"], "series": series,
-                         "scenario": "", "estimator": "", "epsilon": value, "se": 0.0,
-                         "n_repeats": 0, "sigma": rec["sigma"], "delta": rec["delta"]})
+                         "scenario": "", "estimator": "", "epsilon": value, **_exact(value),
+                         "sigma": rec["sigma"], "delta": rec["delta"]})
     est = pd.DataFrame(list(estimates))
     if not est.empty:
         lookup = {(r[panel], r["step"]): r for r in acc_rows}
-        summary = mean_se(est, [panel, "step", "scenario", "estimator"], "epsilon")
-        for rec in summary.to_dict("records"):
+        keys = list(dict.fromkeys([panel, "step", "scenario", "estimator"]))
+        for rec in audit_summary(est, pd.DataFrame(list(pooled)), keys).to_dict("records"):
             acc = lookup[(rec[panel], rec["step"])]
             rows.append({panel: rec[panel], "q": acc["q"], "step": rec["step"],
                          "scenario": rec["scenario"], "series": SCENARIOS[rec["scenario"]].title,
-                         "estimator": rec["estimator"], "epsilon": rec["mean"], "se": rec["se"],
-                         "n_repeats": int(rec["count"]), "sigma": acc["sigma"],
-                         "delta": acc["delta"]})
+                         "estimator": rec["estimator"], **{k: rec[k] for k in ("epsilon", *SPREAD)},
+                         "sigma": acc["sigma"], "delta": acc["delta"]})
     table = pd.DataFrame(rows)
+    table[["n_repeats", "n_runs"]] = table[["n_repeats", "n_runs"]].astype(int)
     return table.sort_values([panel, "series", "estimator", "step"],
                              ascending=[panel != "q", True, True, True], ignore_index=True)
 
@@ -133,6 +170,8 @@ def runs_table(final_acc: pd.DataFrame, audits: Iterable[Mapping[str, Any]],
     audit an R'-run budget gives).  Beside them, per q: eps_S, eps_AR and the final-iterate
     ceiling (substitute) of ``final_acc`` (the accountants at the final step), and per R'
     the finite-R ceiling of each estimator (:func:`subaudit.estimation.finite_r_ceiling`).
+    An audit's ``epsilon`` here is the repeats' mean (what an audit of R' runs gives), beside
+    their :data:`SPREAD`.
     """
     finite = {(r, name): finite_r_ceiling(r // 2, r - r // 2, delta, alpha, name)
               for r in runs for name in estimators}
@@ -144,12 +183,11 @@ def runs_table(final_acc: pd.DataFrame, audits: Iterable[Mapping[str, Any]],
             for series, value in ((EPS_S, acc["eps_substitute"]), (EPS_AR, acc["eps_add_remove"]),
                                   (CEILING.format(adjacency="substitute"), ceiling)):
                 rows.append({**base, "runs": int(r), "series": series, "scenario": "",
-                             "estimator": "", "epsilon": value, "se": 0.0, "n_repeats": 0})
+                             "estimator": "", "epsilon": value, **_exact(value)})
             for name in estimators:
                 rows.append({**base, "runs": int(r), "series": FINITE_R.format(estimator=name),
-                             "scenario": "", "estimator": name,
-                             "epsilon": finite[(r, name)],
-                             "se": 0.0, "n_repeats": 0})
+                             "scenario": "", "estimator": name, "epsilon": finite[(r, name)],
+                             **_exact(finite[(r, name)])})
     records = []
     for audit in audits:
         for r in runs:
@@ -159,15 +197,16 @@ def runs_table(final_acc: pd.DataFrame, audits: Iterable[Mapping[str, Any]],
                 records.append({"q": audit["q"], "scenario": audit["scenario"], "runs": int(r),
                                 "estimator": name, "epsilon": est.epsilon})
     if records:
-        summary = mean_se(pd.DataFrame(records), ["q", "scenario", "runs", "estimator"], "epsilon")
+        summary = repeat_spread(pd.DataFrame(records), ["q", "scenario", "runs", "estimator"])
         acc_by_q = {a["q"]: a for a in final_acc.to_dict("records")}
         for rec in summary.to_dict("records"):
             acc = acc_by_q[rec["q"]]
             rows.append({"q": rec["q"], "step": acc["step"], "sigma": acc["sigma"], "delta": delta,
                          "runs": rec["runs"], "series": SCENARIOS[rec["scenario"]].title,
                          "scenario": rec["scenario"], "estimator": rec["estimator"],
-                         "epsilon": rec["mean"], "se": rec["se"], "n_repeats": int(rec["count"])})
+                         "epsilon": rec["mean"], **{k: rec[k] for k in SPREAD[:-1]}, "n_runs": rec["runs"]})
     table = pd.DataFrame(rows)
+    table[["n_repeats", "n_runs"]] = table[["n_repeats", "n_runs"]].astype(int)
     return table.sort_values(["q", "series", "estimator", "runs"], ascending=[False, True, True, True],
                              ignore_index=True)
 

@@ -8,7 +8,10 @@ audit's own sampling), whether the target z is removed from the shared records D
 canary stands in for it), whether its canary is a record in input space (sampled like a
 record, at the experiment's ``canary_sampling_rate`` when set) rather than a gradient,
 whether it is crafted against the audit's calibrated noise (``noisy``: per q, and its canary
-depends on the calibration's knobs too), whether Fig A1's utility runs include it, and which
+depends on the calibration's knobs too), whether its world D is the target z as an input
+record and nothing else (``shares_target``: the z-world runs of such scenarios of one setting
+are trained once and scored for each of their substitutes), whether Fig A1's utility runs
+include it, and which
 crafting options of params.yaml it reads (from its experiment, else from ``natural``;
 absent: None).  Adding a scenario is a module here with a ``SCENARIO`` entry, its line in
 :func:`_registry` and its tests.
@@ -95,9 +98,12 @@ class Scenario:
     in_utility: bool = False
     options: tuple[str, ...] = ()
     noisy: bool = False
+    shares_target: bool = False
 
     def __post_init__(self) -> None:
         assert self.per_q or not self.noisy, "a scenario crafted against the noise is crafted per q"
+        assert not self.shares_target or (self.removes_target and self.input_canary), \
+            "a scenario sharing the target's world puts z in D as an input record"
 
     @property
     def title(self) -> str:

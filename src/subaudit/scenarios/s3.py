@@ -67,5 +67,6 @@ def craft(inputs: CraftInputs) -> Crafted:
 
 
 SCENARIO = Scenario(name="S3", label="crafted input", color="#ff7f0e", craft=craft,
-                    needs_reference=True, per_q=False, removes_target=True, input_canary=True, in_utility=True,
+                    needs_reference=True, per_q=False, removes_target=True, input_canary=True,
+                    in_utility=True, shares_target=True,
                     options=("craft_steps", "craft_lr", "input_score"))

@@ -45,4 +45,4 @@ def craft(inputs: CraftInputs) -> Crafted:
 
 
 SCENARIO = Scenario(name="S4", label="crafted mislabeled", color="#8c564b", craft=craft,
-                    needs_reference=True, per_q=False, removes_target=True, input_canary=True)
+                    needs_reference=True, per_q=False, removes_target=True, input_canary=True, shares_target=True)

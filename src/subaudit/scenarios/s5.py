@@ -56,5 +56,5 @@ def craft(inputs: CraftInputs) -> Crafted:
 
 
 SCENARIO = Scenario(name="S5", label="adversarial natural", color="#e377c2", craft=craft,
-                    needs_reference=True, per_q=False, removes_target=True, input_canary=True,
+                    needs_reference=True, per_q=False, removes_target=True, input_canary=True, shares_target=True,
                     options=("input_score", "s5_pool"))

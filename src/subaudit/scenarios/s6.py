@@ -13,7 +13,9 @@ objective's randomness is that of the audit and its gradient is low-variance.
 * :func:`subaudit.engine.unroll.unroll` is one differentiable pass over T steps for a batch
   of runs, through the engine's own DP-SGD operations, each run drawing from its
   :class:`subaudit.engine.RunStreams` as the engine does (final parameters equal to the
-  engine's to 1e-12 in float64).
+  engine's to 1e-12 in float64).  Only D' is unrolled (:func:`pair_scores`): D's training
+  does not depend on x', only its score does, so the engine trains it without a graph
+  (:func:`world_params`), which halves the backward pass.
 * :func:`objective` is the mean score gap between the worlds over their pooled standard
   deviation: a gap alone rewards blowing up the record's norm (and the score's spread).
 * :class:`subaudit.scenarios.domain.Domain` keeps x' where records live.
@@ -23,9 +25,12 @@ objective's randomness is that of the audit and its gradient is low-variance.
   records respond to the canary (and Adam's preconditioning).
 
 Crafting draws its runs from a seed of its own (``derive_seed(seed, "S6", ...)``), so the
-audit's runs stay independent of the canary; the optimised pair is checked against its start
-on fresh runs of another seed with the engine itself (:func:`fresh_objective`), and the
-better of the two is kept (:func:`craft_metagradient`).
+audit's runs stay independent of the canary.  Each metastep's fresh runs first judge the last
+step: the record before it is scored on the same draws (:func:`engine_objective`), and a step
+that did not raise the objective there is undone and ends the ascent
+(:func:`optimise_substitute`).  The optimised pair is checked against its start on fresh runs
+of another seed with the engine itself (:func:`fresh_objective`), and the better of the two is
+kept (:func:`craft_metagradient`; a record that did not move is the start, checked once).
 """
 
 from __future__ import annotations
@@ -40,12 +45,13 @@ if TYPE_CHECKING:
 
     import torch
 
-    from subaudit.engine import MLP, DPConfig, InputCanary, Records, RunStreams, Score
+    from subaudit.engine import MLP, DPConfig, InputCanary, Records, Score
     from subaudit.scenarios.crafting import Crafted
     from subaudit.scenarios.domain import Domain
 
-__all__ = ["OBJECTIVES", "SCENARIO", "craft_metagradient", "fresh_objective", "linearised_objective",
-           "objective", "optimise_substitute", "pair_scores", "reference_trajectory"]
+__all__ = ["OBJECTIVES", "SCENARIO", "craft_metagradient", "engine_objective", "fresh_objective",
+           "linearised_objective", "objective", "optimise_substitute", "pair_scores", "reference_trajectory",
+           "world_params"]
 
 
 #: How S6 measures distinguishability while optimising (params.yaml natural.s6_objective).
@@ -61,41 +67,86 @@ def objective(in_scores: torch.Tensor, out_scores: torch.Tensor) -> torch.Tensor
     return gap / (pooled + torch.finfo(pooled.dtype).tiny).sqrt()
 
 
-def pair_scores(model: MLP, data: Records, x: torch.Tensor, y: int, xp: torch.Tensor, y_prime: int,
-                dp: DPConfig, streams: Sequence[RunStreams], init: str | Sequence[torch.Tensor],
-                score: Score, segment: int, dtype: torch.dtype | None = None
-                ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Final scores of B runs in D and the same B runs (same draws) in D' (``dtype``: float64
-    unless given)."""
+def world_params(model: MLP, data: Records, x: torch.Tensor, y: int, dp: DPConfig, *, seed: int,
+                 runs: Sequence[int], init: str | Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """Final parameters (R, *shape) of runs ``runs`` of ``seed`` trained by the engine on
+    ``data`` plus (x, y) as record n, in the data's dtype, without a graph: D's training does
+    not depend on x' (only its score does), so the engine trains it and the backward pass
+    covers D' alone (its numbers are the unrolled training's, :mod:`subaudit.engine.unroll`)."""
+    import numpy as np
     import torch
 
-    from subaudit.engine import InputCanary, init_params
+    from subaudit.engine import InputCanary, train
+
+    record = InputCanary(torch.stack([x, x]).to(data.x.dtype), torch.tensor([y, y]))
+    result = train(model, data, record, dp, seed=seed, runs=np.asarray(runs), bits=np.ones(len(runs), np.int8),
+                   score_every=dp.steps, init=init, dtype=data.x.dtype, keep_params=True, progress=False)
+    assert result.params is not None
+    return [torch.from_numpy(p) for p in result.params]
+
+
+def pair_scores(model: MLP, data: Records, x: torch.Tensor, y: int, xp: torch.Tensor, y_prime: int,
+                dp: DPConfig, *, seed: int, runs: Sequence[int], init: str | Sequence[torch.Tensor],
+                score: Score, segment: int = 10, final_in: Sequence[torch.Tensor] | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Final scores of runs ``runs`` of ``seed`` in D and the same runs (same draws) in D',
+    in the data's dtype: D' unrolled (:func:`subaudit.engine.unroll.unroll`), differentiable
+    in x'; D trained by :func:`world_params` (``final_in`` where already trained)."""
+    import torch
+
+    from subaudit.engine import InputCanary, RunStreams, init_params
     from subaudit.engine.unroll import unroll
 
-    B, dt = len(streams), torch.float64 if dtype is None else dtype
+    B, dt = len(runs), data.x.dtype
+    streams = RunStreams.for_runs(seed, runs)
     start = init_params(model, streams, init, dt)
-    xc = torch.cat([x.to(dt)[None].expand(B, -1), xp.to(dt)[None].expand(B, -1)])
-    yc = torch.tensor([y] * B + [y_prime] * B)
-    final = unroll(model, data, xc, yc, [p.repeat(2, *([1] * (p.ndim - 1))) for p in start], dp,
-                   streams, segment=segment)
+    if final_in is None:
+        final_in = world_params(model, data, x, y, dp, seed=seed, runs=runs, init=init)
+    final_out = unroll(model, data, xp.to(dt)[None].expand(B, -1), torch.full((B,), y_prime), start, dp,
+                       streams, segment=segment)
     canary = InputCanary(torch.stack([x.to(dt), xp.to(dt)]), torch.tensor([y, y_prime]), scored_by=score)
-    s = score.bind(canary, [p.repeat(2, *([1] * (p.ndim - 1))) for p in start])(final)[:, 0]
-    return s[:B], s[B:]
+    scorer = score.bind(canary, start)
+    return scorer(final_in)[:, 0], scorer(final_out)[:, 0]
+
+
+def engine_objective(model: MLP, data: Records, x: torch.Tensor, y: int, xp: torch.Tensor, y_prime: int,
+                     dp: DPConfig, *, seed: int, runs: Sequence[int], init: str | Sequence[torch.Tensor],
+                     score: Score, final_in: Sequence[torch.Tensor]) -> float:
+    """:func:`objective` of the pair (x, x') on the runs of :func:`pair_scores`, D' trained
+    by the engine (no graph): to compare a record with another on the same draws."""
+    import numpy as np
+    import torch
+
+    from subaudit.engine import InputCanary, RunStreams, init_params, train
+
+    dt = data.x.dtype
+    canary = InputCanary(torch.stack([x.to(dt), xp.to(dt)]), torch.tensor([y, y_prime]), scored_by=score)
+    s_in = score.bind(canary, init_params(model, RunStreams.for_runs(seed, runs), init, dt))(final_in)[:, 0]
+    result = train(model, data, canary, dp, seed=seed, runs=np.asarray(runs), bits=np.zeros(len(runs), np.int8),
+                   score_every=dp.steps, init=init, dtype=dt, progress=False)
+    return float(objective(s_in, torch.from_numpy(result.scores[-1])))
 
 
 def optimise_substitute(model: MLP, data: Records, x: torch.Tensor, y: int, y_prime: int,
                         dp: DPConfig, *, init: str | Sequence[torch.Tensor], seed: int, score: Score,
                         domain: Domain, metasteps: int, runs: int, lr: float,
                         segment: int = 10, objective_kind: str = "unrolled",
-                        progress: bool = True) -> tuple[torch.Tensor, list[float]]:
-    """x' after ``metasteps`` Adam steps of gradient ascent on :func:`objective` (or its
+                        progress: bool = True) -> tuple[torch.Tensor, list[float], int]:
+    """x' after up to ``metasteps`` Adam steps of gradient ascent on :func:`objective` (or its
     :func:`linearised_objective`), each on ``runs`` fresh crafting runs per world (run indices
-    ``i * runs ..`` of a crafting seed derived from ``seed``); starts at x' = x.  Returns the
-    rounded record and the objective of each metastep."""
+    ``i * runs ..`` of a crafting seed derived from ``seed``); starts at x' = x.
+
+    Each metastep first compares its record with the one before the last step on its own
+    fresh runs (the same draws, D' trained by the engine: :func:`engine_objective`; the
+    linearised objective is the same on any runs); where the step did not raise the objective
+    it is undone and the ascent ends: a step that fresh runs do not confirm is noise or an
+    overshoot, and further steps from it would cost a whole unrolled pass each (the last
+    step is judged by :func:`craft_metagradient`'s check alone).  Returns the rounded record
+    (x itself where no step is kept), the objective of each metastep's record and the number
+    of steps kept."""
     import torch
     from tqdm.auto import tqdm
 
-    from subaudit.engine import RunStreams
     from subaudit.seeding import derive_seed
 
     check_count(metasteps, "s6_metasteps")
@@ -106,27 +157,38 @@ def optimise_substitute(model: MLP, data: Records, x: torch.Tensor, y: int, y_pr
     craft_seed = derive_seed(seed, "S6", "metagradient")
     u = domain.free(x).requires_grad_(True)
     opt = torch.optim.Adam([u], lr=lr)
-    history = []
+    history: list[float] = []
+    previous = u.detach().clone()          # u before the last step
+    kept = metasteps
     trajectory = None
     if objective_kind == "linearised":
         trajectory = reference_trajectory(model, data, dp, init=init, seed=craft_seed)
     bar = tqdm(range(metasteps), desc="S6 metasteps", unit="metastep", disable=not progress)
     for i in bar:
         xp = domain.value(u)
+        before = None                      # the record before the last step, on these runs
         if trajectory is None:
-            streams = RunStreams.for_runs(craft_seed, range(i * runs, (i + 1) * runs))
-            s_in, s_out = pair_scores(model, data, x, y, xp, y_prime, dp, streams, init, score, segment,
-                                         dtype=data.x.dtype)
-            value = objective(s_in, s_out)
+            kw: dict[str, Any] = dict(seed=craft_seed, runs=range(i * runs, (i + 1) * runs), init=init)
+            final_in = world_params(model, data, x, y, dp, **kw)
+            value = objective(*pair_scores(model, data, x, y, xp, y_prime, dp, score=score, segment=segment,
+                                           final_in=final_in, **kw))
+            if i:
+                before = engine_objective(model, data, x, y, domain.value(previous), y_prime, dp, score=score,
+                                          final_in=final_in, **kw)
         else:
             value = linearised_objective(model, trajectory, x, y, xp, y_prime, dp, data.x.shape[0] + 1)
+            before = history[-1] if history else None
+        history.append(float(value.detach()))
+        bar.set_postfix(objective=f"{history[-1]:.3f}")
+        if before is not None and history[-1] <= before:
+            u, kept = previous, i - 1
+            break
+        previous = u.detach().clone()
         opt.zero_grad()
         (-value).backward()
         opt.step()
         domain.project(u)
-        history.append(float(value.detach()))
-        bar.set_postfix(objective=f"{history[-1]:.3f}")
-    return domain.round(domain.value(u).detach()), history
+    return (domain.round(domain.value(u).detach()) if kept else x.clone()), history, kept
 
 
 def reference_trajectory(model: MLP, data: Records, dp: DPConfig, *, init: str | Sequence[torch.Tensor],
@@ -214,10 +276,11 @@ def craft_metagradient(model: MLP, features: dict[str, Any], target: int, refere
     :func:`optimise_substitute` in the training data's :class:`Domain`, at the audit's q, C,
     lr, T, optimiser and calibrated noise (``dp``).
 
-    The info holds the objective per metastep, and on ``check_runs`` fresh engine runs per
-    world (a seed of their own: a validation set, disjoint from crafting and from the
-    audit) the objective of the starting pair (x, y') and of the optimised one; the
-    optimised pair is kept only if it is not worse there, else the start (S4's pair).  The
+    The info holds the objective per metastep, the steps kept, and on ``check_runs`` fresh
+    engine runs per world (a seed of their own: a validation set, disjoint from crafting and
+    from the audit) the objective of the starting pair (x, y') and of the optimised one; the
+    optimised pair is kept only if it is not worse there, else the start (S4's pair).  A
+    record that rounds back to x is the start (its check is not run twice).  The
     optimisation trains in ``dtype`` (float32 unless given)."""
     import numpy as np
     import torch
@@ -236,20 +299,22 @@ def craft_metagradient(model: MLP, features: dict[str, Any], target: int, refere
     y_prime = int(craft_mislabeled(model, reference, x, y).info["label_prime"])
     pool = [train_records.x] + ([features["aux"].x] if features.get("aux") is not None else [])
     domain = Domain.of(torch.cat(pool))
-    xp, history = optimise_substitute(
+    xp, history, steps = optimise_substitute(
         model, Records(data.x.to(dtype), data.y), x.to(dtype), y, y_prime, dp, init=init, seed=seed,
         score=score, domain=domain, metasteps=metasteps, runs=runs, lr=lr, objective_kind=objective_kind)
     xp = xp.to(x.dtype)
     canary = InputCanary(torch.stack([x, xp]), torch.tensor([y, y_prime]), scored_by=score)
     start = InputCanary(torch.stack([x, x]), torch.tensor([y, y_prime]), scored_by=score)
     before = fresh_objective(model, data, start, dp, init=init, seed=seed, runs=check_runs)
-    after = fresh_objective(model, data, canary, dp, init=init, seed=seed, runs=check_runs)
-    kept = "optimised" if after["objective"] >= before["objective"] else "start"
+    # A record that rounds back to x is the start: the same pair on the same check runs.
+    changed = not torch.equal(xp, x)
+    after = fresh_objective(model, data, canary, dp, init=init, seed=seed, runs=check_runs) if changed else before
+    kept = "optimised" if changed and after["objective"] >= before["objective"] else "start"
     if kept == "start":            # the check runs are a validation set: never worse than S4
         canary, xp = start, x.clone()
     moved = (xp.double() - x.double())
     info = {"label": y, "label_prime": y_prime, "domain": domain.kind, "objective": objective_kind,
-            "metasteps": metasteps, "runs_per_world": runs, "lr": lr,
+            "metasteps": metasteps, "metasteps_kept": steps, "runs_per_world": runs, "lr": lr,
             "objective_per_metastep": np.round(history, 6).tolist(),
             "fresh_objective_start": before["objective"], "fresh_objective_optimised": after["objective"],
             "kept": kept, "fresh_gap_optimised": after["gap"], "fresh_std_in_optimised": after["std_in"],
@@ -274,4 +339,5 @@ def craft(inputs: CraftInputs) -> Crafted:
 
 SCENARIO = Scenario(name="S6", label="metagradient substitute", color="#bcbd22", craft=craft,
                     needs_reference=True, per_q=True, removes_target=True, input_canary=True, noisy=True,
+                    shares_target=True,
                     options=("s6_metasteps", "s6_runs", "s6_lr", "s6_objective", "s6_check_runs", "input_score"))
