@@ -96,9 +96,9 @@ def fig2_table(calibrations: Iterable[Mapping[str, Any]], estimates: Iterable[Ma
                          "epsilon": value, **_exact(value)})
     est = pd.DataFrame(list(estimates))
     if not est.empty:
-        keys = ["q", "target_epsilon", "estimator"]
-        last = lambda f: f[f["step"] == f.groupby(["q", "target_epsilon"])["step"].transform("max")]  # noqa: E731
-        summary = audit_summary(last(est), last(pd.DataFrame(list(pooled))), keys)
+        cells = ["q", "target_epsilon"]
+        summary = audit_summary(_final_step(est, cells), _final_step(pd.DataFrame(list(pooled)), cells),
+                                [*cells, "estimator"])
         for rec in summary.to_dict("records"):
             match = cal[(cal.q == rec["q"]) & (cal.target_epsilon == rec["target_epsilon"])].iloc[0]
             rows.append({"q": rec["q"], "target_epsilon": rec["target_epsilon"], "sigma": match.sigma,
@@ -110,6 +110,11 @@ def fig2_table(calibrations: Iterable[Mapping[str, Any]], estimates: Iterable[Ma
     table[["n_repeats", "n_runs"]] = table[["n_repeats", "n_runs"]].astype(int)
     return table.sort_values(["q", "target_epsilon", "series"], ascending=[False, True, True],
                              ignore_index=True)
+
+
+def _final_step(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """The rows of each group of ``keys`` at its last step."""
+    return frame[frame["step"] == frame.groupby(keys)["step"].transform("max")]
 
 
 def _exact(value: float) -> dict[str, Any]:
