@@ -9,7 +9,7 @@ run: $(STAMP)  ## the default workflow (offline, CPU): figures in results/figure
 	$(VENV)/bin/snakemake --cores $(CORES)
 
 test: $(STAMP)  ## the test suite, on two workers (each module's tests on one)
-	$(VENV)/bin/pytest -q -rs --durations=30 -n 2 --dist loadscope
+	$(VENV)/bin/pytest -q -rs --durations=30 -n 2 --dist loadscope --no-loadscope-reorder
 
 docs: $(STAMP)  ## the documentation site, built strictly into build/site/
 	$(VENV)/bin/python -m mkdocs build --strict

@@ -49,8 +49,9 @@ def base_ablations(params: dict[str, Any], experiment: str) -> None:
 
 
 #: Modules whose tests run Snakemake (minutes each): collected first, so that under
-#: pytest-xdist's loadscope (make test) the short modules fill in at the end and the two
-#: workers finish together.
+#: pytest-xdist's loadscope (make test, with --no-loadscope-reorder: that order, not the
+#: modules of most tests first) the short modules fill in at the end and the two workers
+#: finish together.
 _LONG = ("tests/workflow/", "tests/data/test_own_features.py")
 
 

@@ -109,6 +109,7 @@ torch.set_num_threads(1)
 from subaudit import accounting
 from subaudit import artifacts as io
 from subaudit.accounting.grids import step_accounting
+from subaudit.estimation import step_estimates
 from subaudit.reporting import tables
 from subaudit.scenarios import s1 as worst_case
 from subaudit.scenarios.s2 import gradient_canary
@@ -137,7 +138,7 @@ for q in (0.5, 1.0):
                     init=init, progress=False)
         arrays[f"scores_{name}_q{q}"] = res.scores
         arrays["steps"] = res.steps
-        for rec in tables.step_estimates(res.scores, res.bits, res.steps, DELTA, ALPHA, ["auc", "paper"]):
+        for rec in step_estimates(res.scores, res.bits, res.steps, DELTA, ALPHA, ["auc", "paper"]):
             records.append({**rec, "scenario": name, "q": q, "repeat": 0})
     table = step_accounting(sigma, q, [int(s) for s in arrays["steps"]], DELTA)
     acc.append(table)
@@ -146,7 +147,7 @@ for q in (0.5, 1.0):
          *table["eps_substitute"], *table["eps_add_remove"]])
     s1 = worst_case.simulate_s1(sigma, q, T, 1000, seed=5, checkpoints=[int(s) for s in arrays["steps"]])
     arrays[f"s1_q{q}"] = s1.scores
-    for rec in tables.step_estimates(s1.scores, s1.labels, s1.steps, DELTA, ALPHA, ["auc", "paper"]):
+    for rec in step_estimates(s1.scores, s1.labels, s1.steps, DELTA, ALPHA, ["auc", "paper"]):
         records.append({**rec, "scenario": "S1", "q": q, "repeat": 0})
 
 np.savez(out / "arrays.npz", **arrays)

@@ -103,7 +103,7 @@ def own_config(workdir: Path, **experiment) -> dict:
     params["natural"]["experiments"] = {"mine": {
         "source": "own-features", "features_file": "mine.npz", "checksum": digest,
         "backbone": "none", "hidden": [], "optimizer": "sgd", "init": "zero", "clip": 1.0,
-        "lr": 0.1, "steps": 4, "every": 2, "sampling_rates": [1.0, 0.5], **SIZES, **experiment}}
+        "lr": 0.1, "steps": 4, "every": 2, "sampling_rates": [0.5], **SIZES, **experiment}}
     params["one_run"]["experiment"] = "mine"
     params["reconstruction"]["experiment"] = None      # no image experiment: no reconstruction
     base_ablations(params, "mine")
@@ -121,7 +121,7 @@ def test_a_users_features_file_is_audited_end_to_end(tmp_path):
     for ext in ("png", "pdf", "csv"):
         assert (tmp_path / f"results/figures/audit-mine.{ext}").stat().st_size > 0
     table = pd.read_csv(tmp_path / "results/figures/audit-mine.csv")
-    assert set(table["experiment"]) == {"mine"} and set(table["q"]) == {1.0, 0.5}
+    assert set(table["experiment"]) == {"mine"} and set(table["q"]) == {0.5}
     audits = table[table["scenario"].notna()]
     assert set(audits["scenario"]) == set(params["natural"]["scenarios"]) >= {"S2", "S7"}
     assert set(audits["estimator"]) == {"auc", "paper"} and set(audits["step"]) == {2, 4}

@@ -1,6 +1,6 @@
 """Tests for subaudit.estimation.registry (through the package's re-exports): the registry, the
 result every estimator returns, degenerate inputs and the entry points estimate_epsilon,
-estimate_in_out and estimate_over_steps."""
+estimate_in_out, estimate_over_steps and step_estimates."""
 
 from __future__ import annotations
 
@@ -156,6 +156,16 @@ def test_estimate_over_steps():
             assert r == estimate_epsilon(row, a.labels, DELTA, estimator=name)
     with pytest.raises(ValueError):
         estimate_over_steps(a.scores[0], a.labels, DELTA)
+
+
+def test_step_estimates_are_one_record_per_step_and_estimator_in_step_order():
+    a = simulate_s1(5.0, 0.5, 30, 300, seed=3, checkpoints=[5, 15, 30])
+    records = est.step_estimates(a.scores, a.labels, a.steps, DELTA, 0.05, ["paper", "auc"])
+    assert [(r["step"], r["estimator"]) for r in records] == [
+        (s, e) for s in (5, 15, 30) for e in ("paper", "auc")]
+    for r in records:
+        row = a.scores[list(a.steps).index(r["step"])]
+        assert r == {"step": r["step"], **estimate_epsilon(row, a.labels, DELTA, 0.05, r["estimator"]).to_dict()}
 
 
 def test_estimate_in_out_is_estimate_epsilon_with_labels():

@@ -4,6 +4,7 @@ complete, and rerunning recomputes only that shard, giving the uninterrupted res
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -22,7 +23,7 @@ def _config() -> dict:
     params = tiny()
     params["natural"]["shard_size"] = 16            # two shards per setting
     tab = params["natural"]["experiments"]["tabular"]
-    tab.update(steps=20000, every=10000)         # shards long enough to be killed halfway
+    tab.update(steps=14000, every=7000)          # shards long enough to be killed halfway
     return params
 
 
@@ -30,17 +31,16 @@ MERGED = setting_path("scores", _config(), "tabular", "S2")
 SHARDS = setting_path("shard_dir", _config(), "tabular", "S2")
 
 
-def _workdir(root: Path, repo_root: Path, name: str) -> Path:
-    return workflow_copy(root / name, _config())
-
-
-def test_killed_shard_is_recomputed_alone_and_bit_for_bit(tmp_path, repo_root):
-    whole = _workdir(tmp_path, repo_root, "whole")
+def test_killed_shard_is_recomputed_alone_and_bit_for_bit(tmp_path):
+    whole = workflow_copy(tmp_path / "whole", _config())
     proc = snakemake(whole, MERGED)
     assert proc.returncode == 0, proc.stderr[-3000:]
     expected = np.load(whole / MERGED)
 
-    wd = _workdir(tmp_path, repo_root, "killed")
+    # the same workflow with what precedes the shards done (data, calibration, canary)
+    wd = Path(shutil.copytree(whole, tmp_path / "killed", symlinks=True))
+    shutil.rmtree(wd / SHARDS)
+    (wd / MERGED).unlink()
     shards = [wd / SHARDS / f"runs{r}.npz" for r in ("0-16", "16-32")]
     logs = [wd / f"logs/natural/tabular/train_{Path(SHARDS).name}_runs{r}.log"
             for r in ("0-16", "16-32")]
@@ -54,7 +54,7 @@ def test_killed_shard_is_recomputed_alone_and_bit_for_bit(tmp_path, repo_root):
             assert job.poll() is None and time.time() < deadline, "workflow ended early"
             time.sleep(0.2)
         first, second = shards if shards[0].exists() else shards[::-1]
-        time.sleep(5.0)                              # ... and is training
+        time.sleep(3.0)                              # ... and is training
         assert job.poll() is None and first.exists() and not second.exists()
     finally:
         os.killpg(job.pid, signal.SIGKILL)

@@ -8,7 +8,7 @@ from subaudit.pipeline.score_files import pooled_estimates, read_scores
 from subaudit.artifacts import read_csv, read_json, write_csv
 from subaudit.reporting.tables import natural_table
 
-log = logs.to_file(snakemake.log[0])
+log = logs.start(snakemake.log[0])
 p = snakemake.params
 acc = pd.concat([read_csv(path).assign(**{p.knob: value})
                  for value, path in p.calibrations.items()], ignore_index=True)

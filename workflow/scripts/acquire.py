@@ -5,7 +5,7 @@ from pathlib import Path
 from subaudit.pipeline import logs
 from subaudit.data import acquire
 
-log = logs.to_file(snakemake.log[0])
+log = logs.start(snakemake.log[0])
 out = Path(snakemake.output[0])
 path = acquire(snakemake.params.source, out.parent, checksum=snakemake.params.checksum)
 if path.resolve() != out.resolve():

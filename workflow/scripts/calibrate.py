@@ -4,7 +4,7 @@ from subaudit.pipeline import logs
 from subaudit.artifacts import write_json
 from subaudit.accounting.grids import s1_calibration
 
-log = logs.to_file(snakemake.log[0])
+log = logs.start(snakemake.log[0])
 p = snakemake.params
 for target, path in zip(p.target_epsilons, snakemake.output):
     record = s1_calibration(target, p.q, p.steps, p.delta)

@@ -5,7 +5,7 @@ from subaudit.accounting import calibrate_sigma
 from subaudit.artifacts import write_csv
 from subaudit.accounting.grids import step_accounting
 
-log = logs.to_file(snakemake.log[0])
+log = logs.start(snakemake.log[0])
 p = snakemake.params
 sigma = calibrate_sigma(p.target_epsilon, p.q, p.steps, p.delta, "substitute")
 table = step_accounting(sigma, p.q, p.checkpoints, p.delta)

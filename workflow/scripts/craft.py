@@ -9,7 +9,7 @@ from subaudit.engine import DPConfig
 from subaudit.artifacts import read_csv, read_json, read_npz, write_json
 from subaudit.scenarios import CraftInputs, get
 
-log = logs.to_file(snakemake.log[0])
+log = logs.start(snakemake.log[0])
 use_threads(snakemake.threads)
 p, scenario = snakemake.params, get(snakemake.wildcards.scenario)
 feats = load_features(snakemake.input.features)

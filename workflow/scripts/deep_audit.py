@@ -4,7 +4,7 @@ from subaudit.devices import resolve_device, use_threads
 from subaudit.integrations.deep import Training, load_canaries, load_data, load_weights, run_audit, save_audit
 from subaudit.pipeline import logs
 
-log = logs.to_file(snakemake.log[0])
+log = logs.start(snakemake.log[0])
 use_threads(snakemake.threads)
 p, wc, inp = snakemake.params, snakemake.wildcards, snakemake.input
 data = load_data(inp.archive, p.source, p.sizes, p.seed)

@@ -4,7 +4,7 @@ from subaudit.devices import use_threads
 from subaudit.integrations.deep import load_data, make_canaries, save_canaries
 from subaudit.pipeline import logs
 
-log = logs.to_file(snakemake.log[0])
+log = logs.start(snakemake.log[0])
 use_threads(snakemake.threads)
 p = snakemake.params
 data = load_data(snakemake.input[0], p.source, p.sizes, p.seed)

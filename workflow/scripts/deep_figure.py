@@ -6,7 +6,7 @@ from subaudit.pipeline import logs
 from subaudit.reporting import figures
 from subaudit.reporting.tables import deep_summary, deep_table
 
-log = logs.to_file(snakemake.log[0])
+log = logs.start(snakemake.log[0])
 p = snakemake.params
 table = deep_table([audit_rows(load_audit(f), delta=p.delta, alpha=p.alpha, procedures=p.procedures)
                     for f in snakemake.input])

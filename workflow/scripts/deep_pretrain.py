@@ -7,7 +7,7 @@ from subaudit.integrations.deep import accuracy, load_data, pretrain, save_weigh
 from subaudit.integrations.networks import build
 from subaudit.pipeline import logs
 
-log = logs.to_file(snakemake.log[0])
+log = logs.start(snakemake.log[0])
 use_threads(snakemake.threads)
 p = snakemake.params
 data = load_data(snakemake.input[0], p.source, p.sizes, p.seed)

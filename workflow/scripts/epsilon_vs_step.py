@@ -8,7 +8,7 @@ from subaudit.pipeline.score_files import pooled_estimates, read_scores
 from subaudit.artifacts import read_csv, read_json, write_csv
 from subaudit.reporting.tables import natural_table
 
-log = logs.to_file(snakemake.log[0])
+log = logs.start(snakemake.log[0])
 p = snakemake.params
 acc = pd.concat([read_csv(f) for f in snakemake.input.calibrations], ignore_index=True)
 estimates = [rec for f in snakemake.input.estimates for rec in read_json(f)["estimates"]]

@@ -6,7 +6,7 @@ from subaudit.pipeline.score_files import pooled_estimates, read_scores
 from subaudit.artifacts import read_json, write_csv
 from subaudit.reporting.tables import fig2_table
 
-log = logs.to_file(snakemake.log[0])
+log = logs.start(snakemake.log[0])
 p = snakemake.params
 calibrations = [read_json(f) for f in snakemake.input.calibrations]
 estimates = [rec for f in snakemake.input.estimates for rec in read_json(f)["estimates"]]

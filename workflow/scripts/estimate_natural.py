@@ -7,7 +7,7 @@ from subaudit.pipeline.score_files import (audit_estimates, merge_shards, read_s
                                            write_scores)
 from subaudit.pipeline.settings import parse_key
 
-log = logs.to_file(snakemake.log[0])
+log = logs.start(snakemake.log[0])
 p, wc = snakemake.params, snakemake.wildcards
 parts = ([read_scores(f) for f in snakemake.input.shards]
          + [read_target_scores(f, wc.scenario) for f in snakemake.input.targets])

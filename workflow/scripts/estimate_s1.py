@@ -4,7 +4,7 @@ from subaudit.pipeline import logs
 from subaudit.artifacts import write_json
 from subaudit.pipeline.score_files import audit_estimates, read_scores
 
-log = logs.to_file(snakemake.log[0])
+log = logs.start(snakemake.log[0])
 p = snakemake.params
 for path, out in zip(snakemake.input, snakemake.output):
     records = audit_estimates(read_scores(path), p.delta, p.alpha, p.estimators)

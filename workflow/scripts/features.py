@@ -8,7 +8,7 @@ from subaudit.data import load_split
 from subaudit.devices import resolve_device
 from subaudit.artifacts import write_npz
 
-log = logs.to_file(snakemake.log[0])
+log = logs.start(snakemake.log[0])
 p = snakemake.params
 # One CPU thread: kernels split their reductions by thread count, and the features (hence
 # every audit) must not depend on the machine's core count. (A GPU gives other bits.)

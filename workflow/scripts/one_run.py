@@ -7,7 +7,7 @@ from subaudit.artifacts import write_json, write_npz
 from subaudit.scenarios.one_run import CANARY_KINDS, one_run_audit, one_run_estimates
 from subaudit.pipeline.settings import parse_key
 
-log = logs.to_file(snakemake.log[0])
+log = logs.start(snakemake.log[0])
 use_threads(snakemake.threads)
 p, wc, inp = snakemake.params, snakemake.wildcards, snakemake.input
 feats, model, _, dp = load_setting(inp.features, inp.calibration, hidden=p.hidden, steps=p.steps,

@@ -7,7 +7,7 @@ from subaudit.pipeline import logs
 from subaudit.artifacts import read_csv, read_json, write_csv
 from subaudit.reporting.tables import one_run_table
 
-log = logs.to_file(snakemake.log[0])
+log = logs.start(snakemake.log[0])
 p = snakemake.params
 acc = pd.concat([read_csv(f) for f in snakemake.input.calibrations], ignore_index=True)
 one = [rec for f in snakemake.input.one_run for rec in read_json(f)["estimates"]]

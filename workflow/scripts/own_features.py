@@ -4,7 +4,7 @@ from subaudit.pipeline import logs
 from subaudit.artifacts import write_npz
 from subaudit.data.own_features import features
 
-log = logs.to_file(snakemake.log[0])
+log = logs.start(snakemake.log[0])
 p = snakemake.params
 arrays = features(snakemake.input[0], p.checksum, n_train=p.n_train, n_aux=p.n_aux,
                   n_test=p.n_test, per_class=p.per_class, seed=p.seed)

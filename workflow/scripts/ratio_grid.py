@@ -5,7 +5,7 @@ from subaudit.pipeline import logs
 from subaudit.artifacts import read_csv, write_csv
 from subaudit.reporting.tables import figA5_table
 
-log = logs.to_file(snakemake.log[0])
+log = logs.start(snakemake.log[0])
 table = figA5_table(read_csv(f, keep_default_na=False, na_values=[""]) for f in snakemake.input)
 log.info("figA5 table:\n%s", table.to_string())
 write_csv(snakemake.output.csv, table)

@@ -4,7 +4,7 @@ from subaudit.pipeline import logs
 from subaudit.artifacts import write_csv
 from subaudit.accounting.grids import ratio_grid_row
 
-log = logs.to_file(snakemake.log[0])
+log = logs.start(snakemake.log[0])
 p = snakemake.params
 row = ratio_grid_row(p.q, p.sigmas, p.steps, p.delta)
 log.info("ratio grid row:\n%s", row.to_string())

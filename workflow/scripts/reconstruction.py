@@ -6,7 +6,7 @@ from subaudit.scenarios import reconstruction
 from subaudit.data import load_split
 from subaudit.artifacts import write_csv, write_json
 
-log = logs.to_file(snakemake.log[0])
+log = logs.start(snakemake.log[0])
 p = snakemake.params
 train, aux, test = load_split(snakemake.input.split)
 pixels = [d.x.reshape(len(d.x), -1) / 255.0 for d in (train, aux, test)]

@@ -8,7 +8,7 @@ from subaudit.pipeline.job_inputs import load_features, model_for
 from subaudit.scenarios.crafting import reference_model
 from subaudit.artifacts import write_json, write_npz
 
-log = logs.to_file(snakemake.log[0])
+log = logs.start(snakemake.log[0])
 use_threads(snakemake.threads)
 p = snakemake.params
 feats = load_features(snakemake.input[0])

@@ -6,7 +6,7 @@ from subaudit.pipeline import logs
 from subaudit.artifacts import read_csv, write_json, write_text
 from subaudit.reporting.report import FigureInfo, build, to_html, to_markdown
 
-log = logs.to_file(snakemake.log[0])
+log = logs.start(snakemake.log[0])
 p = snakemake.params
 tables = {Path(f).stem: read_csv(f) for f in snakemake.input if f.endswith(".csv")}
 report = build(tables, [FigureInfo(**f) for f in p.figures], estimator=p.estimator,

@@ -8,7 +8,7 @@ from subaudit.artifacts import read_csv, write_csv
 from subaudit.pipeline.score_files import read_scores
 from subaudit.reporting.tables import runs_table
 
-log = logs.to_file(snakemake.log[0])
+log = logs.start(snakemake.log[0])
 p = snakemake.params
 acc = pd.concat([read_csv(f) for f in snakemake.input.calibrations], ignore_index=True)
 final = acc[acc["step"] == acc.groupby("q")["step"].transform("max")]

@@ -11,7 +11,7 @@ from subaudit.pipeline.score_files import Scores, write_scores
 from subaudit.pipeline.settings import key, parse_key
 from subaudit.scenarios.s1 import simulate_s1
 
-log = logs.to_file(snakemake.log[0])
+log = logs.start(snakemake.log[0])
 p = snakemake.params
 calibrations = {Path(f).stem: read_json(f) for f in snakemake.input}
 for out, seed in zip(snakemake.output, p.seeds):

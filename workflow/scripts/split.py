@@ -3,7 +3,7 @@
 from subaudit.pipeline import logs
 from subaudit.data import load, save_split, split
 
-log = logs.to_file(snakemake.log[0])
+log = logs.start(snakemake.log[0])
 p = snakemake.params
 ds = load(p.source, snakemake.input[0])
 sp = split(ds, n_train=p.n_train, n_aux=p.n_aux, n_test=p.n_test, seed=p.seed,

@@ -9,7 +9,7 @@ from subaudit.engine import train
 from subaudit.pipeline.score_files import Scores, run_bits, world_index, write_scores
 from subaudit.pipeline.settings import parse_key
 
-log = logs.to_file(snakemake.log[0])
+log = logs.start(snakemake.log[0])
 use_threads(snakemake.threads)
 p, wc, inp = snakemake.params, snakemake.wildcards, snakemake.input
 feats, model, target, dp = load_setting(

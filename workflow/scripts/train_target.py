@@ -10,7 +10,7 @@ from subaudit.pipeline.job_inputs import audit_data, load_canary, load_setting
 from subaudit.pipeline.score_files import run_bits, world_index, write_target_scores
 from subaudit.pipeline.settings import parse_key
 
-log = logs.to_file(snakemake.log[0])
+log = logs.start(snakemake.log[0])
 use_threads(snakemake.threads)
 p, wc, inp = snakemake.params, snakemake.wildcards, snakemake.input
 feats, model, target, dp = load_setting(

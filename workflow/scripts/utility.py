@@ -11,7 +11,7 @@ from subaudit.artifacts import write_csv
 from subaudit.scenarios import get
 from subaudit.schedule import checkpoints
 
-log = logs.to_file(snakemake.log[0])
+log = logs.start(snakemake.log[0])
 use_threads(snakemake.threads)
 p, inp = snakemake.params, snakemake.input
 scenario = get(snakemake.wildcards.scenario)

@@ -7,7 +7,7 @@ from subaudit.pipeline import logs
 from subaudit.artifacts import read_csv, write_csv
 from subaudit.reporting.tables import utility_table
 
-log = logs.to_file(snakemake.log[0])
+log = logs.start(snakemake.log[0])
 p = snakemake.params
 runs = pd.concat([read_csv(f) for f in snakemake.input], ignore_index=True)
 table = utility_table(runs.to_dict("records"))

@@ -23,8 +23,10 @@ Modules, one concept each (bottom first; each imports only those above it):
   registry :data:`~subaudit.data.loaders.LOADERS`) and :func:`load`;
 * :mod:`~subaudit.data.splits`: :class:`Split`, :func:`split`, :func:`save_split`,
   :func:`load_split`;
-* :mod:`~subaudit.data.features`: frozen pretrained feature extractors (imports torch
-  lazily; not imported here);
+* :mod:`~subaudit.data.backbones`: the catalogue of feature extractors (:data:`BACKBONES`,
+  no torch);
+* :mod:`~subaudit.data.features`: frozen pretrained feature extractors (imports torch; not
+  imported here);
 * :mod:`~subaudit.data.own_features`: a user's own features file.
 
 Adding a source is one :class:`Source` entry in ``SOURCES`` plus its reader in

@@ -26,7 +26,8 @@ Modules
 ``paper``        the ``paper`` estimator.
 ``auc``          the ``auc`` estimator (:data:`TAIL_SHARE`, :func:`tail_ranks`).
 ``registry``     :data:`ESTIMATORS`, :class:`Estimator`, :data:`DEFAULT_ESTIMATOR`,
-                 :func:`estimate_epsilon`, :func:`estimate_in_out`, :func:`estimate_over_steps`.
+                 :func:`estimate_epsilon`, :func:`estimate_in_out`, :func:`estimate_over_steps`,
+                 :func:`step_estimates`.
 ``planning``     :func:`finite_r_ceiling`, :func:`gaussian_signal`, :func:`expected_estimate`.
 ``diagnostics``  :func:`score_summary`, :func:`reversed_evidence`.
 ``one_run``      one-run estimators (Steinke et al.; f-DP), imported as
@@ -52,6 +53,7 @@ from subaudit.estimation.registry import (
     estimate_epsilon,
     estimate_in_out,
     estimate_over_steps,
+    step_estimates,
 )
 from subaudit.estimation.result import AuditEstimate
 
@@ -71,5 +73,6 @@ __all__ = [
     "mu_lower",
     "reversed_evidence",
     "score_summary",
+    "step_estimates",
     "tail_ranks",
 ]

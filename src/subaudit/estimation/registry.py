@@ -3,12 +3,13 @@
 :data:`ESTIMATORS` maps a name to an :class:`Estimator`; adding one is a module with its
 ``estimate(s, y, delta, alpha) -> AuditEstimate`` on validated scores, one entry here and its
 tests.  :func:`estimate_epsilon` validates the scores and labels and runs the named estimator;
-:func:`estimate_in_out` and :func:`estimate_over_steps` are its two other shapes of input.
+:func:`estimate_in_out` and :func:`estimate_over_steps` are its two other shapes of input, and
+:func:`step_estimates` the records an audit step writes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,7 @@ __all__ = [
     "estimate_epsilon",
     "estimate_in_out",
     "estimate_over_steps",
+    "step_estimates",
 ]
 
 
@@ -161,3 +163,14 @@ def estimate_over_steps(
     if m.ndim != 2:
         raise ValueError(f"score_matrix must be 2-D (n_steps x n_runs), got shape {m.shape}")
     return [estimate_epsilon(row, labels, delta, alpha=alpha, estimator=estimator) for row in m]
+
+
+def step_estimates(scores: np.ndarray, labels: np.ndarray, steps: Sequence[int], delta: float,
+                   alpha: float, estimators: Iterable[str]) -> list[dict[str, Any]]:
+    """One estimate record per (checkpoint step, estimator) of one audit repeat (any scenario)."""
+    records = []
+    for name in estimators:
+        per_step = estimate_over_steps(np.atleast_2d(scores), labels, delta=delta, alpha=alpha,
+                                       estimator=name)
+        records += [{"step": int(step), **est.to_dict()} for step, est in zip(steps, per_step)]
+    return sorted(records, key=lambda r: r["step"])

@@ -105,7 +105,7 @@ def _check_natural(params: Mapping[str, Any], source: str) -> None:
     of the declared variations."""
     from subaudit.data import own_features
     from subaudit.data import SOURCES
-    from subaudit.data.features import BACKBONES
+    from subaudit.data.backbones import BACKBONES
     from subaudit.scenarios import SCENARIOS
 
     natural = params["natural"]

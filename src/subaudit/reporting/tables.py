@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from subaudit.estimation.ceilings import final_iterate_epsilon
-from subaudit.estimation import estimate_epsilon, estimate_over_steps, finite_r_ceiling
+from subaudit.estimation import estimate_epsilon, finite_r_ceiling
 from subaudit.estimation.procedures import GAMES, PROCEDURES
 from subaudit.scenarios import SCENARIOS
 from subaudit.scenarios.deep import CASES, DEEP_KINDS, SCORES
@@ -60,17 +60,6 @@ def audit_summary(estimates: pd.DataFrame, pooled: pd.DataFrame, keys: list[str]
         missing = out.loc[out["epsilon"].isna(), keys].to_dict("records")
         raise ValueError(f"no pooled estimate for {missing[:3]}")
     return out
-
-
-def step_estimates(scores: np.ndarray, labels: np.ndarray, steps: Sequence[int], delta: float,
-                   alpha: float, estimators: Iterable[str]) -> list[dict[str, Any]]:
-    """One estimate record per (checkpoint step, estimator) of one audit repeat (any scenario)."""
-    records = []
-    for name in estimators:
-        per_step = estimate_over_steps(np.atleast_2d(scores), labels, delta=delta, alpha=alpha,
-                                       estimator=name)
-        records += [{"step": int(step), **est.to_dict()} for step, est in zip(steps, per_step)]
-    return sorted(records, key=lambda r: r["step"])
 
 
 def fig2_table(calibrations: Iterable[Mapping[str, Any]], estimates: Iterable[Mapping[str, Any]],
