@@ -39,11 +39,12 @@ def test_killed_shard_is_recomputed_alone_and_bit_for_bit(tmp_path):
 
     # the same workflow with what precedes the shards done (data, calibration, canary)
     wd = Path(shutil.copytree(whole, tmp_path / "killed", symlinks=True))
-    shutil.rmtree(wd / SHARDS)
-    (wd / MERGED).unlink()
     shards = [wd / SHARDS / f"runs{r}.npz" for r in ("0-16", "16-32")]
     logs = [wd / f"logs/natural/tabular/train_{Path(SHARDS).name}_runs{r}.log"
             for r in ("0-16", "16-32")]
+    shutil.rmtree(wd / SHARDS)
+    for path in (wd / MERGED, *logs):
+        path.unlink()
     job = subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", "1", MERGED],
                            cwd=wd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                            start_new_session=True)
