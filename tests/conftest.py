@@ -6,7 +6,9 @@ copy of it (:func:`tiny_copy`)."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import io
 import json
 import os
 import re
@@ -64,9 +66,25 @@ def repo_root() -> Path:
     return ROOT
 
 
-def run_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    """Run the installed ``subaudit`` console script."""
-    proc = subprocess.run([str(BIN / "subaudit"), *args], capture_output=True, text=True)
+def run_cli(*args: str, check: bool = True,
+            installed: bool = False) -> subprocess.CompletedProcess[str]:
+    """Run ``subaudit *args``: by default in this process, through :func:`subaudit.cli.main`
+    (what the console script calls) with its stdout, stderr and exit status captured, so that a
+    call costs its work and not a new interpreter importing the estimators; ``installed`` runs
+    the installed console script in a subprocess instead (``test_cli`` checks that both agree)."""
+    if installed:
+        proc = subprocess.run([str(BIN / "subaudit"), *args], capture_output=True, text=True)
+    else:
+        from subaudit.cli import main
+
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(list(args))
+            except SystemExit as stop:              # argparse: --help, or a usage error
+                code = stop.code if isinstance(stop.code, int) else int(stop.code is not None)
+        proc = subprocess.CompletedProcess(["subaudit", *args], code, out.getvalue(),
+                                           err.getvalue())
     if check and proc.returncode != 0:
         raise AssertionError(f"subaudit {' '.join(args)} failed:\n{proc.stderr}")
     return proc

@@ -1,7 +1,9 @@
-"""The ``subaudit`` command line contract, end to end through the installed script.
+"""The ``subaudit`` command line contract: arguments, output, errors and exit status.
 
-Numbers are checked against independent computations: dp-accounting's PLD
-accountant and the closed-form Gaussian mechanism.
+Commands run through :func:`subaudit.cli.main` in the test process (``conftest.run_cli``);
+:func:`test_the_installed_script_is_the_same_command` checks that the installed console script
+gives the same output, errors and exit status. Numbers are checked against independent
+computations: dp-accounting's PLD accountant and the closed-form Gaussian mechanism.
 """
 
 from __future__ import annotations
@@ -86,6 +88,20 @@ def test_calibrate_round_trip():
 def test_gdp_epsilon_matches_closed_form():
     out = cli_json("gdp-epsilon", "--mu", "2", "--delta", "1e-5")
     assert out["epsilon"] == pytest.approx(gaussian_epsilon(2.0, 1e-5), rel=1e-6)
+
+
+def test_the_installed_script_is_the_same_command():
+    """The console script (a new interpreter) prints what ``main`` prints, byte for byte, and
+    exits as it does: a result, a value error (2) and argparse's usage error (2)."""
+    for args, code in ((["account", "--sigma", "1.5", "--q", "0.04", "--steps", "2250",
+                         "--delta", "1e-5", "--adjacency", "substitute", "--json"], 0),
+                       (["gdp-epsilon", "--mu", "-1", "--delta", "1e-5"], 2),
+                       (["account", "--sigma", "1", "--adjacency", "group"], 2)):
+        installed = run_cli(*args, check=False, installed=True)
+        here = run_cli(*args, check=False)
+        assert installed.returncode == here.returncode == code
+        assert (installed.stdout, installed.stderr) == (here.stdout, here.stderr)
+    assert run_cli("--help", installed=True).stdout == run_cli("--help").stdout
 
 
 def test_json_prints_exactly_one_object():

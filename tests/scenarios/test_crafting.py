@@ -94,6 +94,40 @@ def test_per_example_grads_match_autograd_loop(hidden):
     torch.testing.assert_close(fast, _loop_grads(model, params, data.x[:7], data.y[:7]))
 
 
+def _torch_func_grads(model, params, x, y):
+    """Per-example gradients as torch.func computes them: vmap of grad of the model's
+    torch.nn.Sequential (what per_example_grads replaced, bit for bit)."""
+    from torch.func import functional_call, grad, vmap
+
+    module = model.torch_module().to(params[0].dtype)
+    names = [name for name, _ in module.named_parameters()]
+
+    def loss(p, xi, yi):
+        return torch.nn.functional.cross_entropy(functional_call(module, p, (xi[None],)), yi[None])
+
+    g = vmap(grad(loss), in_dims=(None, 0, 0))(dict(zip(names, params)), x.to(params[0].dtype), y.long())
+    return torch.cat([g[k].reshape(x.shape[0], -1) for k in names], dim=1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("sizes", [(1280, 10), (384, 2), (256, 128, 26), (16, 8, 26), (600, 128, 100)])
+def test_per_example_grads_are_torch_funcs_bits(sizes, dtype):
+    """The default run's heads and MLPs (and the paper's Purchase100 MLP), one record to 1,024,
+    with zero features (so -0.0 gradients occur): the same bits as torch.func, so that the
+    canaries crafted from them, their cosines and norms do not change."""
+    g = torch.Generator().manual_seed(sum(sizes))
+    model = MLP(sizes)
+    params = [(torch.randn(*shape, generator=g) * 0.1).to(dtype)
+              for i, o in zip(sizes[:-1], sizes[1:]) for shape in ((o, i), (o,))]
+    for n in (1, 7, 1024):
+        x = torch.randn(n, sizes[0], generator=g)
+        x[:, ::5] = 0.0
+        y = torch.randint(0, sizes[-1], (n,), generator=g)
+        ours, ref = per_example_grads(model, params, x, y), _torch_func_grads(model, params, x, y)
+        bits = torch.int32 if dtype == torch.float32 else torch.int64
+        assert torch.equal(ours.view(bits), ref.view(bits)), (sizes, dtype, n)
+
+
 def _cos(a, b):
     return float(a @ b / (a.norm() * b.norm()))
 
@@ -123,6 +157,31 @@ def test_crafted_input_turns_the_gradient_around():
     assert s3.info["objective_last"] < s3.info["objective_first"]
     assert s3.info["cosine"] < 0
     assert s3.info["norm_z_prime"] == pytest.approx(s3.info["norm_z"], rel=0.25)
+
+
+@pytest.mark.parametrize("hidden", [(), (5,)])
+def test_crafted_input_is_torch_optim_sgds_descent(hidden):
+    """S3 steps x' itself; torch.optim.SGD on the same objective gives the same bits."""
+    model, data, params = _small(seed=4, d=8, k=3, hidden=hidden)
+    x, y = data.x[0], int(data.y[0])
+    s3 = craft_input(model, params, x, y, steps=25, lr=0.5)
+    target = per_example_grads(model, params, x[None], torch.tensor([y]))[0]
+    module = model.torch_module()
+    with torch.no_grad():
+        for p, v in zip(module.parameters(), params):
+            p.copy_(v)
+    xp = torch.zeros_like(x, requires_grad=True)
+    opt = torch.optim.SGD([xp], lr=0.5)
+    for _ in range(25):
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(module(xp[None]), torch.tensor([y]))
+        g = torch.cat([t.reshape(-1) for t in
+                       torch.autograd.grad(loss, list(module.parameters()), create_graph=True)])
+        last = torch.nn.functional.cosine_similarity(g, target, dim=0) + (g.norm() - target.norm()) ** 2
+        last.backward()
+        opt.step()
+    assert torch.equal(s3.canary.x[1].view(torch.int32), xp.detach().view(torch.int32))
+    assert s3.info["objective_last"] == float(last.detach())
 
 
 def test_reference_model_equals_plain_full_batch_training():

@@ -2,10 +2,10 @@
 
 All crafting works in the trained model's input space (for a fine-tuned head, the feature
 space) and compares per-example gradients of the cross-entropy with respect to all
-parameters, computed with ``torch.func`` (``vmap`` of ``grad``) on the reference model
-``theta_T`` (:func:`reference_model`: non-DP training, full batch or, as the paper's code,
-minibatch).  The target ``z`` is the training record the reference model is least
-confident about, averaged over its training.  Each scenario module (``s2`` .. ``s7``) holds
+parameters (:func:`per_example_grads`) on the reference model ``theta_T``
+(:func:`reference_model`: non-DP training, full batch or, as the paper's code, minibatch).
+The target ``z`` is the training record the reference model is least confident about,
+averaged over its training.  Each scenario module (``s2`` .. ``s7``) holds
 its own algorithm and imports this module when it crafts.
 """
 
@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.func import functional_call, grad, vmap
 
 from subaudit.engine import INPUT_SCORES, MLP, DPConfig, GradientCanary, InputCanary, Records, Score, train
 from subaudit.validation import check_choice, check_count
@@ -34,24 +33,36 @@ class Crafted:
     info: dict[str, Any]
 
 
-def _names(model: MLP) -> list[str]:
-    return [f"{2 * i}.{kind}" for i in range(len(model.sizes) - 1) for kind in ("weight", "bias")]
-
-
 def per_example_grads(
     model: MLP, params: Sequence[torch.Tensor], x: torch.Tensor, y: torch.Tensor
 ) -> torch.Tensor:
-    """Flat per-example gradients (N, P) of the cross-entropy at ``params``."""
-    module = model.torch_module().to(params[0].dtype)
-    names = _names(model)
+    """Flat per-example gradients (N, P) of the cross-entropy at ``params``, in the model's
+    parameter order (each layer's weight, then its bias).
 
-    def loss(p: dict[str, torch.Tensor], xi: torch.Tensor, yi: torch.Tensor) -> torch.Tensor:
-        out = functional_call(module, p, (xi[None],))
-        return torch.nn.functional.cross_entropy(out, yi[None])
-
-    p = {k: v.detach() for k, v in zip(names, params)}
-    g = vmap(grad(loss), in_dims=(None, 0, 0))(p, x.to(params[0].dtype), y.long())
-    return torch.cat([g[k].reshape(x.shape[0], -1) for k in names], dim=1)
+    Written out with the ATen operations that ``torch.func.vmap(torch.func.grad(loss))`` of the
+    model's ``torch.nn.Sequential`` dispatches, in the same order, so the bits are the same
+    (``tests/scenarios/test_crafting.py`` checks it against ``torch.func``): a crafting job then
+    never imports ``torch._dynamo``, which ``torch.func.grad`` loads (0.9 s of each job)."""
+    if len(params) != 2 * (len(model.sizes) - 1):
+        raise ValueError(f"{len(params)} parameter tensors for the {len(model.sizes) - 1} layers of {model.sizes}")
+    dtype = params[0].dtype
+    weights, biases = params[0::2], params[1::2]
+    acts = [x.to(dtype)]                                  # each layer's input, then the logits
+    for i, (w, b) in enumerate(zip(weights, biases)):
+        z = b + torch.mm(acts[-1], w.t())
+        acts.append(torch.tanh(z) if i < len(weights) - 1 else z)
+    logp = torch.log_softmax(acts[-1], -1)
+    # d(-log p_y)/d logp, then back through the log-softmax
+    g = torch._log_softmax_backward_data(
+        torch.zeros_like(logp).scatter_(-1, y.long()[:, None], -1.0), logp, -1, dtype)
+    grads: list[torch.Tensor] = []
+    for i in reversed(range(len(weights))):
+        # vmap's sum over a record's one row turns a -0.0 bias gradient into +0.0: kept
+        grads[:0] = [torch.bmm(g[:, :, None], acts[i][:, None, :]).reshape(x.shape[0], -1),
+                     g[:, None, :].sum(1)]
+        if i:
+            g = torch.ops.aten.tanh_backward(torch.mm(g, weights[i]), acts[i])
+    return torch.cat(grads, dim=1)
 
 
 def cosine(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

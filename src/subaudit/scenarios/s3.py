@@ -41,17 +41,17 @@ def craft_input(
     for p in module.parameters():
         p.requires_grad_(True)
     xp = torch.zeros_like(x, requires_grad=True)
-    opt = torch.optim.SGD([xp], lr=lr)
     yy = torch.tensor([y])
     history = []
     for _ in range(steps):
-        opt.zero_grad()
         loss = torch.nn.functional.cross_entropy(module(xp[None]), yy)
         g = torch.cat([t.reshape(-1) for t in
                        torch.autograd.grad(loss, list(module.parameters()), create_graph=True)])
         objective = cosine(g, target) + (g.norm() - target.norm()) ** 2
         objective.backward()
-        opt.step()
+        with torch.no_grad():     # torch.optim.SGD's step (its constructor imports torch._dynamo)
+            xp.add_(xp.grad, alpha=-lr)
+        xp.grad = None
         history.append(float(objective.detach()))
     xp = xp.detach()
     canary = InputCanary(torch.stack([x, xp]), torch.tensor([y, y]), scored_by=scored_by)
