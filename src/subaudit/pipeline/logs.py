@@ -13,11 +13,9 @@ def start(path: str | Path, level: int = logging.INFO) -> logging.Logger:
     """Start a job, after its imports: send the root logger (and Python warnings) to ``path``
     and return the subaudit logger.
 
-    Also moves every object alive now (the imported modules' objects: about 170,000 once
-    torch is in) out of the collector's reach (:func:`gc.freeze`).  They live as long as the job,
-    and each full collection would walk them again: freezing them saves about 0.3 s per job
-    that imports torch (measured on 2 cores, tiny and full-size training jobs alike; 343 jobs
-    in the default run).
+    Also moves every object alive now (the imported modules' objects, a great many once torch
+    is in) out of the collector's reach (:func:`gc.freeze`).  They live as long as the job, and
+    each full collection would walk them all again, in every job that imports torch.
     """
     gc.freeze()
     Path(path).parent.mkdir(parents=True, exist_ok=True)

@@ -42,7 +42,8 @@ def per_example_grads(
     Written out with the ATen operations that ``torch.func.vmap(torch.func.grad(loss))`` of the
     model's ``torch.nn.Sequential`` dispatches, in the same order, so the bits are the same
     (``tests/scenarios/test_crafting.py`` checks it against ``torch.func``): a crafting job then
-    never imports ``torch._dynamo``, which ``torch.func.grad`` loads (0.9 s of each job)."""
+    never imports ``torch._dynamo``, which ``torch.func.grad`` loads at its first call and which
+    would be most of a small job's start-up."""
     if len(params) != 2 * (len(model.sizes) - 1):
         raise ValueError(f"{len(params)} parameter tensors for the {len(model.sizes) - 1} layers of {model.sizes}")
     dtype = params[0].dtype
