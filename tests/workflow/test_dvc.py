@@ -88,10 +88,10 @@ def test_push_pull_restores_results_and_snakemake_state(tiny_copy, tmp_path, rep
     params = yaml.safe_load((clone / "params.yaml").read_text())
     params["alpha"] = 0.1
     write_params(clone, params)
-    # 18 base estimates (3 experiments x 6 scenarios) and 12 of the ablations (one new value of
-    # each of C, T and lr x 4 scenarios), the deep-network bounds (no training), the figures
+    # 18 base estimates (3 experiments x 6 scenarios) and 6 of the ablations (one new value of
+    # each of C, T and lr x 2 scenarios), the deep-network bounds (no training), the figures
     # drawn from them and the report
-    assert job_counts(clone) == {"all": 1, "estimate_s1": 2, "estimate_natural": 30,
+    assert job_counts(clone) == {"all": 1, "estimate_s1": 2, "estimate_natural": 24,
                                  "epsilon_vs_target": 1, "epsilon_vs_step": 3, "one_run": 2,
                                  "one_run_figure": 1, "ablation_figure": 3, "runs_figure": 1,
                                  "deep_figure": 1, "report": 1}

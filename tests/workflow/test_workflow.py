@@ -178,11 +178,11 @@ def test_param_change_reruns_only_dependent_jobs(tiny_copy):
         params["s1"]["runs_per_world"] = 500
         params["alpha"] = 0.1
         write_params(workdir, params)
-        # S1 estimates (one job per q), 18 natural ones (3 experiments x 6 scenarios) and 12 of
-        # the ablations (one new value of each of C, T and lr x 4 scenarios), the one-run
+        # S1 estimates (one job per q), 18 natural ones (3 experiments x 6 scenarios) and 6 of
+        # the ablations (one new value of each of C, T and lr x 2 scenarios), the one-run
         # audits (one job per canary kind), the deep-network bounds (from the saved scores: no
         # training), the figures drawn from them and the report
-        assert job_counts(workdir) == {"all": 1, "estimate_s1": 2, "estimate_natural": 30,
+        assert job_counts(workdir) == {"all": 1, "estimate_s1": 2, "estimate_natural": 24,
                                        "epsilon_vs_target": 1, "epsilon_vs_step": 3,
                                        "one_run": 2, "one_run_figure": 1, "ablation_figure": 3,
                                        "runs_figure": 1, "deep_figure": 1, "report": 1}
@@ -219,9 +219,9 @@ def test_param_change_reruns_only_dependent_jobs(tiny_copy):
         # canaries crafted without noise; S6, crafted against the noise, is crafted again
         counts = job_counts(workdir)
         assert "features" not in counts and counts["craft"] == 3       # S6 of each experiment
-        # (one shard x 6 scenarios x 3 experiments, and x 4 scenarios x 3 ablation values of C,
+        # (one shard x 6 scenarios x 3 experiments, and x 2 scenarios x 3 ablation values of C,
         # T and lr; the shared runs with z of S3-S6 at each of those 6 settings)
-        assert "reference" not in counts and counts["train_shard"] == 6 * 3 + 4 * 3
+        assert "reference" not in counts and counts["train_shard"] == 6 * 3 + 2 * 3
         assert counts["train_target"] == 3 + 3
     finally:
         write_params(workdir, tiny())
