@@ -2,8 +2,9 @@
 
 1. The auditor makes canary pairs (here: held-out digits with a wrong label, a memorable
    kind) and keeps the secret bits: ``OneRunAudit(pairs, game=..., seed=...)``.
-2. You train with Opacus as usual, on ``audit.dataset(train)`` (the canaries enter through
-   the data, before ``make_private``, so Opacus' Poisson sampling and accountant see them);
+2. You train with Opacus as usual, built by ``audit.make_private`` (the canaries enter through
+   the data, Opacus' Poisson sampling and accountant see them, at a sample rate and batch that
+   the secret bits cannot change);
    ``audit.attach`` adds white-box gradient canaries inside the DP optimiser's step.
 3. ``audit.finish`` scores the canaries from the trained model and returns lower bounds on
    epsilon (Steinke et al. and Mahloujifar et al. procedures, 95% confidence) beside the
@@ -23,7 +24,7 @@ import torch
 from opacus import PrivacyEngine
 from sklearn.datasets import load_digits
 from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import TensorDataset
 
 from subaudit.opacus import OneRunAudit
 
@@ -54,11 +55,11 @@ def main() -> None:
     # Your training, as usual with Opacus.
     model = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.Tanh(), nn.Flatten(), nn.Linear(8 * 64, 10))
     audit.start(model)  # checks Opacus can train it; records initial losses
-    loader = DataLoader(audit.dataset(TensorDataset(x[train], y[train])), batch_size=64)
     engine = PrivacyEngine()
-    model, optimizer, loader = engine.make_private(
-        module=model, optimizer=torch.optim.SGD(model.parameters(), lr=1.0), data_loader=loader,
-        noise_multiplier=0.8, max_grad_norm=1.0, poisson_sampling=True)
+    # Opacus' DP-SGD on the data with the canaries, sampled at 64 / 1,200 whatever the secret bits
+    model, optimizer, loader = audit.make_private(
+        engine, module=model, optimizer=torch.optim.SGD(model.parameters(), lr=1.0),
+        base=TensorDataset(x[train], y[train]), batch_size=64, noise_multiplier=0.8, max_grad_norm=1.0)
     audit.attach(optimizer, loader)  # white-box gradient canaries (optional)
     step = 0
     while step < args.steps:

@@ -226,8 +226,19 @@ def test_one_run_counts_give_the_published_values():
                    "--correct", "800", "--delta", "0")
     assert out["epsilon"] == pytest.approx(1.254330, abs=1e-5) and out["method"] == "steinke"
     out = cli_json("one-run", "--method", "fdp", "--canaries", "1000", "--guesses", "1000",
+                   "--correct", "800", "--delta", "1e-5", "--family", "gdp")
+    assert out["epsilon"] == pytest.approx(2.333243, abs=1e-5) and out["family"] == "gdp"
+    assert "mu-GDP test" in out["tests"]
+    text = run_cli("one-run", "--method", "fdp", "--canaries", "1000", "--guesses", "1000", "--correct", "800",
+                   "--delta", "1e-5", "--family", "gdp").stdout
+    assert text.startswith("mu-GDP test: epsilon >= 2.33324")
+    # the default tests the (eps, delta) curve itself: about Steinke's number, valid for every mechanism
+    out = cli_json("one-run", "--method", "fdp", "--canaries", "1000", "--guesses", "1000",
                    "--correct", "800", "--delta", "1e-5")
-    assert out["epsilon"] == pytest.approx(2.333243, abs=1e-5)
+    assert out["family"] == "dp" and 1.2 < out["epsilon"] < 1.3
+    out = cli_json("one-run", "--method", "fdp", "--canaries", "1000", "--guesses", "1000", "--correct", "800",
+                   "--delta", "1e-5", "--family", "dpsgd", "--q", "1", "--steps", "1")
+    assert out["epsilon"] == pytest.approx(2.333243, rel=0.02)  # DP-SGD at q = 1, T = 1 is the Gaussian
 
 
 def test_one_run_from_scores_matches_the_library(tmp_path):
@@ -253,7 +264,8 @@ def test_one_run_pair_differences_by_the_magnitude_rule(tmp_path):
     path = tmp_path / "pairs.csv"
     path.write_text("score,label\n" + "".join(f"{float(a - b)!r},{int(x)}\n" for (a, b), x in zip(pair, bits)))
     out = cli_json("one-run", "--method", "fdp", "--rule", "magnitude", "--scores", str(path), "--delta", "1e-5")
-    assert out["epsilon"] == pytest.approx(procedure_epsilon("mahloujifar", pair, bits, 1e-5), abs=1e-12)
+    assert out["epsilon"] == pytest.approx(procedure_epsilon("mahloujifar", pair, bits, 1e-5, game="membership"),
+                                           abs=1e-12)
     assert out["epsilon"] > 0.3 and out["rule"] == "magnitude"
 
 

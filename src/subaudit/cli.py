@@ -161,11 +161,29 @@ def _cmd_ceiling(args: argparse.Namespace) -> None:
                               f"({args.adjacency}, delta = {args.delta:g})"]))
 
 
+def _one_run_family(args: argparse.Namespace) -> tuple[str, Any]:
+    """The f-DP family of ``--family`` and, for ``dpsgd``, the training's curve (``--q``, ``--steps``,
+    ``--adjacency``)."""
+    from subaudit.estimation.one_run import DPSGDCurve
+
+    given = {k: getattr(args, k) for k in ("q", "steps") if getattr(args, k) is not None}
+    if args.method != "fdp" and args.family != "dp":
+        raise ParameterError("family", args.family, "dp (the steinke bound is an (eps, delta) bound)")
+    if args.family != "dpsgd":
+        if given:
+            raise UsageError("--q and --steps describe the training for --family dpsgd only")
+        return args.family, None
+    if len(given) != 2:
+        raise UsageError("--family dpsgd needs the training's --q and --steps")
+    return "dpsgd", DPSGDCurve(args.q, args.steps, args.adjacency)
+
+
 def _cmd_one_run(args: argparse.Namespace) -> None:
     import pandas as pd
 
-    from subaudit.estimation.one_run import best_one_run_epsilon
+    from subaudit.estimation.one_run import FDP_FAMILIES, best_one_run_epsilon
 
+    family, mechanism = _one_run_family(args)
     counts = (args.canaries, args.guesses, args.correct)
     if args.scores is not None:
         if any(c is not None for c in counts):
@@ -177,22 +195,24 @@ def _cmd_one_run(args: argparse.Namespace) -> None:
         if {"score", "label"} - set(frame.columns):
             raise UsageError("--scores: expected columns score,label (label 1: the canary was inserted)")
         eps = best_one_run_epsilon(frame["score"].to_numpy(float), frame["label"].to_numpy(bool),
-                                   args.delta, args.alpha, args.method, args.k, rule=args.rule)
+                                   args.delta, args.alpha, args.method, args.k, rule=args.rule,
+                                   family=family, mechanism=mechanism)
         out = {"epsilon": eps, "method": args.method, "canaries": len(frame), "rule": args.rule,
                "guesses": "searched (Bonferroni over the guess grid)"}
     else:
         if any(c is None for c in counts):
             raise UsageError("give --canaries, --guesses and --correct (or --scores FILE)")
-        kwargs = {"k": args.k} if args.method == "fdp" else {}
+        kwargs = {"k": args.k, "family": family, "mechanism": mechanism} if args.method == "fdp" else {}
         if args.method != "fdp" and args.k != 2:
             raise ParameterError("k", args.k, "2 (the steinke bound is for membership)")
         eps = ONE_RUN_METHODS[args.method](args.canaries, args.guesses, args.correct, args.delta,
                                            args.alpha, **kwargs)
         out = {"epsilon": eps, "method": args.method, "canaries": args.canaries,
                "guesses": args.guesses, "correct": args.correct}
-    out.update(delta=args.delta, alpha=args.alpha, k=args.k)
-    _emit(out, args.json, f"epsilon >= {eps:.6g} at delta = {args.delta:g} (one-run {args.method}, "
-                          f"confidence {1 - args.alpha:g})")
+    out.update(delta=args.delta, alpha=args.alpha, k=args.k, family=family, tests=FDP_FAMILIES[family])
+    claim = "mu-GDP test: epsilon >=" if family == "gdp" else "epsilon >="
+    _emit(out, args.json, f"{claim} {eps:.6g} at delta = {args.delta:g} (one-run {args.method}, "
+                          f"confidence {1 - args.alpha:g}; {FDP_FAMILIES[family]})")
 
 
 def _cmd_deep_cost(args: argparse.Namespace) -> None:
@@ -383,7 +403,16 @@ def build_parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("one-run", help="one-run audit: epsilon lower bound from m canaries in one training")
     sp.add_argument("--method", choices=list(ONE_RUN_METHODS), required=True,
                     help="steinke: Steinke, Nasr and Jagielski 2023; fdp: Mahloujifar, Melis and "
-                         "Chaudhuri 2024 (Gaussian f-DP, k-ary games)")
+                         "Chaudhuri 2024 (f-DP, k-ary games; the curve: --family)")
+    sp.add_argument("--family", choices=["dp", "gdp", "dpsgd"], default="dp",
+                    help="the trade-off curve fdp tests: dp, the (epsilon, delta) curve, valid for every "
+                         "mechanism (default); gdp, a test of mu-GDP (valid only for Gaussian mechanisms); "
+                         "dpsgd, DP-SGD's own curve at --q and --steps (the bound: the epsilon of the "
+                         "smallest noise multiplier it rejects)")
+    sp.add_argument("--q", type=float, help="--family dpsgd: the training's Poisson sampling rate")
+    sp.add_argument("--steps", type=_int, help="--family dpsgd: the training's steps")
+    sp.add_argument("--adjacency", default="add-remove",
+                    help="--family dpsgd: add-remove (membership game) or substitute")
     sp.add_argument("--canaries", type=_int, help="m: canaries in the run")
     sp.add_argument("--guesses", type=_int, help="r: guesses made (the rest abstained)")
     sp.add_argument("--correct", type=_int, help="v: correct guesses")

@@ -220,3 +220,27 @@ def test_bad_history_names_the_segment(history, name):
     assert err.value.name == name
     with pytest.raises(ParameterError, match="replace-one"):
         acc.canonical_adjacency("swap")
+
+
+def test_epsilon_profile_is_the_accountant_at_each_delta():
+    """The privacy profile behind the one-run 'dpsgd' family: one composition, queried at many
+    deltas, gives the accountant's conservative epsilon at each (to its error budget) and upper
+    bounds dp-accounting's PLD (add/remove, Poisson-subsampled Gaussian)."""
+    import dp_accounting
+    from dp_accounting.pld import pld_privacy_accountant
+
+    from subaudit.accounting import epsilon, epsilon_profile
+
+    sigma, q, steps = 1.1, 0.05, 200
+    deltas = [1e-9, 1e-7, 1e-5, 1e-3, 0.1]
+    pairs = epsilon_profile(sigma, q, steps, deltas, "add-remove")
+    assert [d for _, d in pairs] == deltas
+    assert all(a[0] > b[0] for a, b in zip(pairs, pairs[1:]))  # epsilon falls as delta grows
+    pld = pld_privacy_accountant.PLDAccountant()
+    pld.compose(dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), steps)
+    for eps, d in pairs:
+        assert eps == pytest.approx(epsilon(sigma, q, steps, d, "add-remove").epsilon, rel=0.02, abs=1e-3)
+        theirs = pld.get_epsilon(d)
+        assert theirs - 1e-3 <= eps <= theirs * 1.03 + 1e-3
+    unresolved = epsilon_profile(sigma, q, steps, [1e-30, 1e-5], "substitute")
+    assert [d for _, d in unresolved] == [1e-5]  # a delta the composition cannot resolve is left out

@@ -58,13 +58,14 @@ def paper_p_value(m: int, r: int, v: int, eps: float, delta: float) -> float:
 
 def test_published_values():
     assert abs(steinke_epsilon(1000, 1000, 800, 0.0, 0.05) - 1.254330) < 1e-5
-    assert abs(fdp_epsilon(1000, 1000, 800, 1e-5, 0.05, k=2) - 2.333243) < 1e-5
+    assert abs(fdp_epsilon(1000, 1000, 800, 1e-5, 0.05, k=2, family="gdp") - 2.333243) < 1e-5
 
 
 def test_registry():
     assert ONE_RUN_METHODS["steinke"] is steinke_epsilon
     assert ONE_RUN_METHODS["fdp"] is fdp_epsilon
-    assert ONE_RUN_METHODS["fdp"](1000, 1000, 800, 1e-5) > ONE_RUN_METHODS["steinke"](1000, 1000, 800, 1e-5)
+    # the mu-GDP test claims more than any (eps, delta) test of the same counts
+    assert fdp_epsilon(1000, 1000, 800, 1e-5, family="gdp") > 1.5 * fdp_epsilon(1000, 1000, 800, 1e-5)
 
 
 # ---------------------------------------------------------------------------
@@ -111,7 +112,7 @@ def test_steinke_agrees_with_jax_privacy():
 
 def test_fdp_agrees_with_jax_privacy():
     for m, r, v, delta, alpha, theirs in FDP_JAX:
-        ours = fdp_epsilon(m, r, v, delta, alpha, k=2)
+        ours = fdp_epsilon(m, r, v, delta, alpha, k=2, family="gdp")  # jax_privacy tests mu-GDP
         assert ours == pytest.approx(theirs, abs=1e-5), (m, r, v, delta, alpha, ours, theirs)
 # ---------------------------------------------------------------------------
 # exhaustive enumeration and closed forms
@@ -162,7 +163,7 @@ def test_fdp_single_canary_closed_form(k, alpha):
     delta = 1e-5
     mu = special.ndtri(alpha) - special.ndtri((1 - alpha) / (k - 1))
     assert mu > 0
-    assert fdp_epsilon(1, 1, 1, delta, alpha, k) == pytest.approx(eps_of_mu(mu, delta), abs=1e-6)
+    assert fdp_epsilon(1, 1, 1, delta, alpha, k, family="gdp") == pytest.approx(eps_of_mu(mu, delta), abs=1e-6)
 
 
 @pytest.mark.parametrize("k, mu0", [(3, 1.0), (3, 2.0), (5, 1.0)])
@@ -174,8 +175,8 @@ def test_fdp_kary_valid_for_one_hot_gaussian(k, mu0):
     p_s = integrate.quad(lambda z: stats.norm.pdf(z) * special.ndtr(z + mu0 / math.sqrt(2)) ** (k - 1),
                          -np.inf, np.inf)[0]
     eps0 = eps_of_mu(mu0, delta)
-    assert fdp_epsilon(1, 1, 1, delta, p_s - 1e-3, k) <= eps0
-    assert fdp_epsilon(1, 1, 1, delta, min(p_s + 0.1, 0.999), k) > 0
+    assert fdp_epsilon(1, 1, 1, delta, p_s - 1e-3, k, family="gdp") <= eps0
+    assert fdp_epsilon(1, 1, 1, delta, min(p_s + 0.1, 0.999), k, family="gdp") > 0
 
 
 # ---------------------------------------------------------------------------
@@ -231,7 +232,7 @@ def test_no_nan_on_grid():
     assert np.count_nonzero(arr) > 20
     # the clamp: with k = 1000 the running value reaches 1 (Phi^-1 would give NaN past it)
     for mu in (0.1, 1.0, 3.0, 3.85, 4.0, 10.0):
-        assert math.isfinite(one_run._fdp_margin(1000, 1000, 1000, 0.05, mu, 1000))
+        assert math.isfinite(one_run._fdp_margin(1000, 1000, 1000, 0.05, one_run._gdp_fbar_inv(mu), 1000))
 
 
 # ---------------------------------------------------------------------------
@@ -249,7 +250,7 @@ def test_no_nan_on_grid():
     ((10, 5, 3, float("nan")), "delta"),
 ])
 def test_parameter_errors(args, name):
-    for fn in (steinke_epsilon, fdp_epsilon):
+    for fn in (steinke_epsilon, fdp_epsilon, lambda *a: fdp_epsilon(*a, family="gdp")):
         with pytest.raises(ParameterError) as err:
             fn(*args)
         assert err.value.name == name
@@ -257,7 +258,7 @@ def test_parameter_errors(args, name):
 
 def test_parameter_errors_specific():
     with pytest.raises(ParameterError) as err:
-        fdp_epsilon(10, 5, 3, 0.0)  # no Gaussian mechanism is pure DP
+        fdp_epsilon(10, 5, 3, 0.0)  # the f-DP audit needs delta > 0
     assert err.value.name == "delta"
     assert steinke_epsilon(10, 5, 3, 0.0) == 0.0  # delta = 0 is fine for Steinke
     for bad in (0.0, 1.0, 1.5):
@@ -344,8 +345,8 @@ def test_best_one_run_valid_for_gaussian_scores():
         inserted = rng.random(m) < 0.5
         scores = mu * inserted + rng.standard_normal(m)
         true_eps = eps_of_mu(mu, delta)
-        for method in ("steinke", "fdp"):
-            est = best_one_run_epsilon(scores, inserted, delta, 0.05, method)
+        for method, family in (("steinke", "dp"), ("fdp", "dp"), ("fdp", "gdp")):
+            est = best_one_run_epsilon(scores, inserted, delta, 0.05, method, family=family)
             assert est <= true_eps, (mu, method, est, true_eps)
             if mu >= 3:
                 assert est > 1.0  # power: one-run bounds are loose at large eps, but not vacuous
@@ -354,5 +355,6 @@ def test_best_one_run_valid_for_gaussian_scores():
     rng = np.random.default_rng(7)
     truth = rng.integers(0, k, m)
     scores = mu0 / math.sqrt(2) * np.eye(k)[truth] + rng.standard_normal((m, k))
-    est = best_one_run_epsilon(scores, truth, delta, 0.05, "fdp", k=k)
-    assert 0 < est <= eps_of_mu(mu0, delta)
+    for family in ("dp", "gdp"):
+        est = best_one_run_epsilon(scores, truth, delta, 0.05, "fdp", k=k, family=family)
+        assert 0 < est <= eps_of_mu(mu0, delta)

@@ -58,21 +58,62 @@ def test_games_insert_the_right_records(game):
 
 
 def _linear_training(audit: OneRunAudit, *, n: int, zero: int, steps: int, batch: int, sigma: float, lr: float,
-                     poisson: bool = True, wrap: bool = True):
+                     poisson: bool = True, plain: bool = False):
     """A linear classifier on n records whose last ``zero`` input features are always 0: the
-    weights of those features get no gradient from any record."""
+    weights of those features get no gradient from any record. Built by
+    ``audit.make_private``, or by Opacus' own ``make_private`` (``plain``, or ``poisson=False``)."""
     g = torch.Generator().manual_seed(0)
     x = torch.cat([torch.randn(n, 4, generator=g), torch.zeros(n, zero)], dim=1)
     y = (x[:, 0] > 0).long()
     model = nn.Linear(4 + zero, 2)
     audit.start(model)
-    loader = DataLoader(audit.dataset(TensorDataset(x, y)), batch_size=batch)
     engine = PrivacyEngine(accountant="prv")
-    model, opt, loader = engine.make_private(
-        module=model, optimizer=torch.optim.SGD(model.parameters(), lr=lr), data_loader=loader,
-        noise_multiplier=sigma, max_grad_norm=1.0, poisson_sampling=poisson,
-        noise_generator=torch.Generator().manual_seed(1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    if plain or not poisson:
+        loader = DataLoader(audit.dataset(TensorDataset(x, y)), batch_size=batch)
+        model, opt, loader = engine.make_private(
+            module=model, optimizer=optimizer, data_loader=loader, noise_multiplier=sigma, max_grad_norm=1.0,
+            poisson_sampling=poisson, noise_generator=torch.Generator().manual_seed(1))
+    else:
+        model, opt, loader = audit.make_private(
+            engine, module=model, optimizer=optimizer, base=TensorDataset(x, y), batch_size=batch,
+            noise_multiplier=sigma, max_grad_norm=1.0, noise_generator=torch.Generator().manual_seed(1))
     return model, opt, loader, engine
+
+
+def _one_step(model, opt, loader) -> None:
+    for xb, yb in loader:
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(xb), yb).backward()
+        opt.step()
+        break
+
+
+@pytest.mark.parametrize("game", ["membership", "substitute"])
+def test_sampling_ignores_the_bits(game):
+    """Across draws of the bits the training samples at batch / len(base), normalises by the
+    batch and accounts at that rate, in both games; Opacus' own make_private takes both from
+    the dataset's size, which in the membership game the bits change (refused by finish)."""
+    n, batch = 300, 64
+    seen, plain = set(), set()
+    for seed in range(6):
+        audit = OneRunAudit(_pairs(64, 12), game=game, seed=seed)
+        model, opt, loader, engine = _linear_training(audit, n=n, zero=8, steps=1, batch=batch, sigma=1.0, lr=0.1)
+        _one_step(model, opt, loader)
+        seen.add((loader.sample_rate, opt.expected_batch_size, engine.accountant.history[0][1]))
+        audit.finish(model, data_loader=loader, privacy_engine=engine)
+        other = OneRunAudit(_pairs(64, 12), game=game, seed=seed)
+        model, opt, loader, engine = _linear_training(other, n=n, zero=8, steps=1, batch=batch, sigma=1.0, lr=0.1,
+                                                      plain=True)
+        plain.add((loader.sample_rate, opt.expected_batch_size))
+        _one_step(model, opt, loader)
+        if game == "membership":
+            with pytest.raises(AuditError, match="depends on the secret bits"):
+                other.finish(model, data_loader=loader, privacy_engine=engine)
+        else:
+            other.finish(model, data_loader=loader, privacy_engine=engine)
+    assert seen == {(batch / n, batch, batch / n)}
+    assert (len(plain) == 1) == (game == "substitute")  # int(N q) with N = n + inserted: the bits show
 
 
 def _untouched(zero: int) -> np.ndarray:
@@ -91,7 +132,7 @@ def test_gradient_canaries_match_the_binomial_sign_accuracy():
     model, opt, loader, engine = _linear_training(audit, n=n, zero=zero, steps=steps, batch=batch, sigma=sigma, lr=0.5)
     canaries = audit.attach(opt, loader, coordinates=_untouched(zero))
     q = canaries.sample_rate
-    assert q == pytest.approx(1 / np.ceil(n / batch))
+    assert q == batch / n
     step = 0
     while step < steps:
         for xb, yb in loader:
@@ -124,7 +165,7 @@ def test_bad_use_is_named():
         OneRunAudit(_pairs(64), game="attribute", seed=0)
     with pytest.raises(AuditError, match="ModuleValidator"):  # a model Opacus cannot train privately
         OneRunAudit(_pairs(64), game="substitute", seed=0).start(nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4)))
-    audit = OneRunAudit(_pairs(64, 4 + 8), game="membership", seed=0, gradient_canaries=64)
+    audit = OneRunAudit(_pairs(64, 4 + 8), game="substitute", seed=0, gradient_canaries=64)
     model, opt, loader, engine = _linear_training(audit, n=64, zero=8, steps=1, batch=16, sigma=1.0, lr=0.1,
                                                   poisson=False)
     with pytest.raises(AuditError, match="Poisson"):

@@ -121,10 +121,11 @@ def test_an_audit_recomputes_from_its_scores(data):
     row = next(r for r in rows if r["kind"] == "mislabeled" and r["score"] == "loss" and r["procedure"] == "steinke")
     scores, bits = audit.scores["mislabeled"]["loss"], audit.bits["mislabeled"]
     assert scores.shape == (48, 2) and bits.shape == (48,)
-    assert row["epsilon"] == procedure_epsilon("steinke", scores, bits, 1e-5)
+    assert row["epsilon"] == procedure_epsilon("steinke", scores, bits, 1e-5, game="membership")
     grad = next(r for r in rows if r["kind"] == "gradient" and r["procedure"] == "mahloujifar")
     assert grad["epsilon"] == procedure_epsilon("mahloujifar", audit.scores["gradient"]["update"],
-                                                audit.bits["gradient"], 1e-5)
+                                                audit.bits["gradient"], 1e-5, game="membership")
+    assert audit.info["sample_rate"] == 64 / len(data.train[1])  # the batch over the base data, whatever the bits
 
 
 def test_finetune_needs_weights_and_scratch_refuses_them(data):

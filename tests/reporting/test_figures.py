@@ -129,11 +129,13 @@ def test_one_run_table_and_figure():
     one = [{"kind": kind, "q": q, "repeat": r, "method": m, "epsilon": e + r * 0.1, "canaries": 50}
            for kind in ("gradient", "label") for q in (1.0, 0.25) for r in range(3)
            for m, e in (("steinke", 1.0), ("fdp", 1.5))]
+    one += [{**r, "family": "gdp", "epsilon": 2 * r["epsilon"]} for r in one if r["method"] == "fdp"]
     r_run = [{"q": q, "scenario": sc, "estimator": est, "step": step, "repeat": r, "epsilon": 3.0 + r,
               "n_positive": 500, "n_negative": 500} for q in (1.0, 0.25) for sc in ("S2", "S4")
              for est in ("auc", "paper") for step in (50, 100) for r in range(2)]
     table = one_run_table(acc, one, r_run, {"gradient": "S2", "label": "S4"}, "auc")
-    row = table[(table.kind == "gradient") & (table.q == 0.25) & (table.method == "fdp")].iloc[0]
+    row = table[(table.kind == "gradient") & (table.q == 0.25) & (table.method == "fdp")
+                & ~table.series.str.contains("mu-GDP")].iloc[0]
     assert row.epsilon == pytest.approx(1.6) and row.se == pytest.approx(0.1 / np.sqrt(3))
     assert (row.trainings, row.n_repeats) == (1, 3) and "seconds" not in table  # versioned: no wall time
     rr = table[(table.kind == "label") & (table.q == 1.0) & table.series.str.startswith("R-run")].iloc[0]
@@ -146,6 +148,7 @@ def test_one_run_table_and_figure():
     labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert any("1,000 trainings" in lab for lab in labels)
     assert any("one-run audit (fdp, m = 50): 1 training per audit" == lab for lab in labels)
+    assert any("one-run audit (fdp, mu-GDP test, m = 50): 1 training per audit" == lab for lab in labels)
     assert "ε" in fig.axes[0].get_ylabel() and "q" in fig.axes[0].get_xlabel()
 
 
@@ -198,18 +201,20 @@ def test_deep_table_summary_and_figure(tmp_path):
     assert list(dict.fromkeys(table["case"])) == ["scratch", "finetune"]          # registry order
     assert list(dict.fromkeys(table["kind"])) == ["random", "mislabeled", "metagradient"]
     assert set(table["reference"]) == {8.0, 16.0}                                  # eps_AR, eps_S by game
-    summary = deep_summary(table, "loss").set_index(["game", "procedure", "kind"])
+    summary = deep_summary(table, "loss").set_index(["game", "procedure", "family", "kind"])
     cell = table[(table["game"] == "substitute") & (table["procedure"] == "steinke")
                  & (table["kind"] == "metagradient") & (table["case"] == "scratch")]["epsilon"]
-    row = summary.loc[("substitute", "steinke", "metagradient")]
+    row = summary.loc[("substitute", "steinke", "(eps, delta)-DP", "metagradient")]
     assert row["scratch avg"] == pytest.approx(cell.mean()) and row["scratch med"] == pytest.approx(cell.median())
+    assert row["scratch cap"] == 5.0 and np.isnan(row["scratch ceiling"])  # input kinds have no ceiling
     assert row["scratch reference"] == 16.0 and row["scratch audits"] == 3
     fig = figures.deep_one_run(table, "loss", "t")
     titles = [ax.get_title() for ax in fig.axes]
     assert "scratch, membership game (add-remove): accountant eps_AR = 8" in titles
     assert "finetune, substitute game (substitute): accountant eps_S = 16" in titles
     assert all(ax.get_ylabel().startswith("one-run lower bound") for ax in fig.axes)
-    assert {t.get_text() for t in fig.legends[0].get_texts()} == {"steinke procedure", "mahloujifar procedure"}
+    assert {t.get_text() for t in fig.legends[0].get_texts()} == {"steinke procedure ((eps, delta)-DP)",
+                                                                  "mahloujifar procedure ((eps, delta)-DP)"}
     assert "bars: mean over 3 audits" in fig._suptitle.get_text()
     # a versioned figure: the same bytes whatever state numpy's global generator is in
     drawn = []

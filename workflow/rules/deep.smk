@@ -127,6 +127,7 @@ if DEEP["source"] is not None:  # null: no deep-network audits
             network=DEEP["network"],
             score=DEEP["scores"][0],
             procedures=DEEP["procedures"],
+            family=DEEP["family"],
             delta=config["delta"],
             alpha=config["alpha"],
         log:

@@ -29,6 +29,7 @@ rule one_run:
         canaries=ONE["canaries"],
         repeats=ONE["repeats"],
         methods=ONE["methods"],
+        family=ONE["family"],
         delta=config["delta"],
         alpha=config["alpha"],
         device=NAT["device"],

@@ -18,7 +18,8 @@ audit = one_run_audit(model, feats["train"], canary, dp, seed=p.seed, repeats=p.
                       device=resolve_device(p.device))
 setting = {"experiment": wc.exp, "kind": wc.kind, **parse_key(wc.key), "sigma": dp.noise_multiplier}
 # wall time goes to the log (and the rule's benchmark), never into the versioned estimates
-records = [{**rec, **setting} for rec in one_run_estimates(audit, p.delta, p.alpha, p.methods)]
+records = [{**rec, **setting} for rec in one_run_estimates(audit, p.delta, p.alpha, p.methods, family=p.family,
+                                                            dp=dp)]
 log.info("%s %s: %d canaries, %.1f s per run: %s", wc.kind, wc.key, canary.count,
          audit.seconds / p.repeats, [(r["method"], round(r["epsilon"], 3)) for r in records])
 write_npz(snakemake.output.scores, scores=audit.scores, bits=audit.bits)

@@ -43,7 +43,7 @@ imports only those above it):
 * :mod:`.error_budget`: eps_error and delta_error relative to the answer;
 * :mod:`.group`: delta' of Theorem 4.1;
 * :mod:`.accountant`: the public API (:class:`Epsilon`, :func:`epsilon`,
-  :func:`epsilon_of_history`, :func:`epsilon_over_steps`, :data:`ADJACENCIES`,
+  :func:`epsilon_of_history`, :func:`epsilon_over_steps`, :func:`epsilon_profile`, :data:`ADJACENCIES`,
   :data:`ADJACENCY_ALIASES`, :func:`canonical_adjacency`);
 * :mod:`.calibration`: :func:`calibrate_sigma`;
 * :mod:`.gdp`: mu-GDP as (epsilon, delta) (:func:`gdp_delta`, :func:`gdp_epsilon`);
@@ -76,6 +76,7 @@ from subaudit.accounting.accountant import (
     epsilon,
     epsilon_of_history,
     epsilon_over_steps,
+    epsilon_profile,
 )
 from subaudit.accounting.calibration import calibrate_sigma
 from subaudit.accounting.composition import clear_cache
@@ -109,6 +110,7 @@ __all__ = [
     "epsilon",
     "epsilon_of_history",
     "epsilon_over_steps",
+    "epsilon_profile",
     "gdp_delta",
     "gdp_epsilon",
     "privacy_statement",

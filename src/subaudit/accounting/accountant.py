@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from subaudit.accounting.composition import EpsilonCurve, composed_curve, composed_curves, worst_bounds
+from subaudit.accounting.discretisation import AccountingRangeError
 from subaudit.accounting.error_budget import REL_DELTA_ERROR, choose_eps_error, fit_eps_error
 from subaudit.accounting.group import group_setup, solve_group_delta
 from subaudit.accounting.prv import Segment, prv_kinds, total_steps
@@ -36,6 +37,7 @@ __all__ = [
     "epsilon_of_history",
     "epsilon_of_segments",
     "epsilon_over_steps",
+    "epsilon_profile",
 ]
 
 ADJACENCIES = ("add-remove", "substitute", "group")
@@ -196,3 +198,32 @@ def epsilon_over_steps(
     d_err = REL_DELTA_ERROR * delta
     eps_err = choose_eps_error(kinds, longest, delta, d_err)
     return [_result(curves(t, eps_err, d_err), ((sigma, q, t),), delta, adjacency, d_err) for t in counts]
+
+
+def epsilon_profile(sigma: float, q: float, steps: int, deltas: Sequence[float], adjacency: str
+                    ) -> list[tuple[float, float]]:
+    """(epsilon, delta) pairs that DP-SGD satisfies, one per delta of ``deltas`` that one
+    composition resolves: its privacy profile, from one discretisation sized for the smallest
+    delta (epsilon is the conservative upper bound). A mechanism (eps_j, delta_j)-DP for every
+    j has the trade-off curve ``max_j f_{eps_j, delta_j}``: what a one-run f-DP audit tests
+    against DP-SGD's own curve. Deltas below what the composition resolves are left out."""
+    sigma, q, _, adjacency = _check(sigma, q, min(deltas), adjacency)
+    if adjacency == "group":
+        raise ParameterError("adjacency", adjacency, "add-remove or substitute (a profile of one composition)")
+    segments = ((sigma, q, check_count(steps, "steps")),)
+    kinds = prv_kinds(adjacency, segments)
+    wanted = sorted(check_probability(x, "deltas") for x in deltas)
+    while wanted:  # sized for the smallest delta; one the composition cannot resolve is dropped
+        d_err = REL_DELTA_ERROR * wanted[0]
+        try:
+            curves = composed_curves(kinds, segments, choose_eps_error(kinds, segments, wanted[0], d_err), d_err)
+            break
+        except AccountingRangeError:
+            wanted.pop(0)
+    pairs = []
+    for d in wanted:
+        try:
+            pairs.append((worst_bounds(curves, d)[2], d))
+        except AccountingRangeError:
+            continue
+    return pairs

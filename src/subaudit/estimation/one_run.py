@@ -15,14 +15,20 @@ mechanism satisfying the claim; the reported epsilon is the largest one falsifie
     ``B ~ Binomial(r, e^eps / (1 + e^eps))`` and ``beta = P[B >= v]``.  Membership only.
 ``"fdp"``
     Mahloujifar, Melis & Chaudhuri 2024, "Auditing f-Differential Privacy in One Run"
-    (arXiv 2410.22235), the reconstruction bound with abstentions ("audit_rh_with_cap"),
-    in the Gaussian family: a candidate (eps, delta) stands for the mu-GDP curve of the
-    Gaussian mechanism that is exactly (eps, delta)-DP (``mu = 1 / sigma``, sigma from
-    ``dp_accounting.get_sigma_gaussian``).  ``k``-ary games use the paper's
-    ``h[i] = max(h[i+1], (k - 1) * fbar^{-1}(r[i+1]))``.
+    (arXiv 2410.22235), the reconstruction bound with abstentions ("audit_rh_with_cap") for a
+    claimed trade-off curve f; ``k``-ary games use the paper's
+    ``h[i] = max(h[i+1], (k - 1) * fbar^{-1}(r[i+1]))``.  The curve of a candidate (eps, delta)
+    is chosen by ``family`` (:data:`FDP_FAMILIES`): by default f_{eps,delta} itself, which every
+    (eps, delta)-DP mechanism satisfies, so the bound is valid for every mechanism; as options
+    the mu-GDP curve of the Gaussian mechanism exactly (eps, delta)-DP (``"gdp"``: a test of
+    "the mechanism is mu-GDP", ``mu = 1 / sigma`` with sigma from
+    ``dp_accounting.get_sigma_gaussian``; DP-SGD's curve lies below it in its tail, so it is
+    not valid for DP-SGD in general), or DP-SGD's own curve at its q and steps
+    (``"dpsgd"``: the accountant's privacy profile; the bound is the epsilon of the smallest
+    noise multiplier falsified).
 
 Both p-value computations agree with google-deepmind/jax_privacy (``auditing.py``,
-``_epsilon_one_run`` and ``_epsilon_one_run_fdp``) for ``k = 2`` (see the tests).
+``_epsilon_one_run`` and ``_epsilon_one_run_fdp``, whose family is ``"gdp"``) for ``k = 2`` (see the tests).
 """
 
 from __future__ import annotations
@@ -30,16 +36,25 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from scipy import optimize, special, stats
 
-from subaudit.validation import ParameterError, check_choice, check_count, check_probability
+from subaudit.validation import (
+    ParameterError,
+    check_choice,
+    check_count,
+    check_probability,
+    check_sampling_rate,
+)
 
 __all__ = [
+    "FDP_FAMILIES",
     "GUESS_RULES",
     "ONE_RUN_METHODS",
     "best_one_run_epsilon",
+    "DPSGDCurve",
     "default_guess_grid",
     "fdp_epsilon",
     "guesses_from_scores",
@@ -147,6 +162,43 @@ def steinke_epsilon(canaries: int, guesses: int, correct: int, delta: float, alp
 # Mahloujifar, Melis & Chaudhuri 2024
 # ---------------------------------------------------------------------------
 
+#: Trade-off families a one-run f-DP audit can test (``family=`` of :func:`fdp_epsilon`), with
+#: the words printed beside their bounds.  Only ``"dp"`` is valid for every mechanism.
+FDP_FAMILIES: dict[str, str] = {
+    "dp": "(eps, delta)-DP curve f_{eps,delta}: valid for every mechanism",
+    "gdp": "mu-GDP test (the Gaussian mechanism matched to (eps, delta)): valid only for Gaussian mechanisms",
+    "dpsgd": "DP-SGD's own curve at its q and steps (the noise multiplier searched): valid for DP-SGD",
+}
+
+
+@dataclass(frozen=True)
+class DPSGDCurve:
+    """The audited training as DP-SGD, for ``family="dpsgd"``: Poisson rate ``q``, ``steps``
+    and the adjacency its bits change ("add-remove" or "substitute")."""
+
+    q: float
+    steps: int
+    adjacency: str = "add-remove"
+
+
+def _dp_fbar_inv(eps: float, delta: float) -> Callable[[float], float]:
+    """Inverse of ``1 - f_{eps,delta}``: ``max(0, (y - delta) e^-eps, 1 - delta - e^eps (1 - y))``."""
+    up, down = math.exp(eps), math.exp(-eps)
+    return lambda y: max(0.0, (y - delta) * down, 1.0 - delta - up * (1.0 - y))
+
+
+def _gdp_fbar_inv(mu: float) -> Callable[[float], float]:
+    """Inverse of the mu-GDP blow-up ``1 - G_mu(x)``: ``Phi(Phi^{-1}(y) - mu)``."""
+    return lambda y: float(special.ndtr(special.ndtri(y) - mu))
+
+
+def _profile_fbar_inv(eps: np.ndarray, delta: np.ndarray) -> Callable[[float], float]:
+    """Inverse of ``1 - f`` for the curve ``f = max_j f_{eps_j, delta_j}`` of a mechanism that is
+    (eps_j, delta_j)-DP for every j (a privacy profile): the largest of the pairs' inverses."""
+    up, down, one = np.exp(eps), np.exp(-eps), 1.0 - delta
+    return lambda y: max(0.0, float(np.max(np.maximum((y - delta) * down, one - up * (1.0 - y)))))
+
+
 @functools.lru_cache(maxsize=4096)
 def _gaussian_mu(eps: float, delta: float) -> float:
     """mu of the Gaussian mechanism that is exactly (eps, delta)-DP (sensitivity 1)."""
@@ -155,18 +207,34 @@ def _gaussian_mu(eps: float, delta: float) -> float:
     return 1.0 / float(dp_accounting.get_sigma_gaussian(eps, delta))
 
 
-def _fdp_margin(m: int, r: int, v: int, alpha: float, mu: float, k: int) -> float:
-    """``r[0] + h[0] - r / m`` of the paper's "audit_rh_with_cap"; > 0 means mu-GDP is falsified.
+#: The deltas of the privacy profile that stands for DP-SGD's trade-off curve (``"dpsgd"``).
+_PROFILE_DELTAS = tuple(float(d) for d in np.geomspace(1e-10, 0.5, 61))
 
-    ``fbar^{-1}(x) = Phi(Phi^{-1}(x) - mu)`` is the inverse of the mu-GDP blow-up
-    ``1 - G_mu(x)``.  The running value ``rr`` is a probability: it is clamped to 1, past
-    which ``Phi^{-1}`` would return NaN.
+
+@functools.lru_cache(maxsize=256)
+def _dpsgd_profile(sigma: float, q: float, steps: int, adjacency: str) -> tuple[np.ndarray, np.ndarray]:
+    """(eps_j, delta_j) arrays that DP-SGD at ``sigma`` satisfies (the accountant's privacy
+    profile, :func:`subaudit.accounting.epsilon_profile`)."""
+    from subaudit.accounting import epsilon_profile
+
+    pairs = epsilon_profile(sigma, q, steps, _PROFILE_DELTAS, adjacency)
+    if not pairs:
+        raise ParameterError("sigma", sigma, "a noise multiplier the accountant resolves")
+    eps, deltas = zip(*pairs)
+    return np.asarray(eps), np.asarray(deltas)
+
+
+def _fdp_margin(m: int, r: int, v: int, alpha: float, fbar_inv: Callable[[float], float], k: int) -> float:
+    """``r[0] + h[0] - r / m`` of the paper's "audit_rh_with_cap"; > 0 means the curve is falsified.
+
+    ``fbar_inv`` is the inverse of the curve's blow-up ``1 - f(x)``.  The running value ``rr``
+    is a probability: it is clamped to 1 (past which ``Phi^{-1}`` would return NaN).
     """
     rr = alpha * v / m
     h = alpha * (r - v) / m
     km1 = k - 1
     for i in range(v - 1, -1, -1):
-        h_new = max(h, km1 * float(special.ndtr(special.ndtri(rr) - mu)))
+        h_new = max(h, km1 * fbar_inv(rr))
         if h_new == h:  # neither h nor rr can change any more
             break
         rr = min(rr + (i / (r - i)) * (h_new - h), 1.0)
@@ -174,20 +242,81 @@ def _fdp_margin(m: int, r: int, v: int, alpha: float, mu: float, k: int) -> floa
     return rr + h - r / m
 
 
-def fdp_epsilon(
-    canaries: int, guesses: int, correct: int, delta: float, alpha: float = 0.05, k: int = 2
-) -> float:
-    """Epsilon lower bound of Mahloujifar, Melis & Chaudhuri (2024), Gaussian f-DP family.
+def _claim_fbar_inv(family: str, eps: float, delta: float) -> Callable[[float], float]:
+    return _dp_fbar_inv(eps, delta) if family == "dp" else _gdp_fbar_inv(_gaussian_mu(eps, delta))
 
-    The largest eps whose Gaussian-mechanism curve mu(eps, delta)-GDP is falsified by
-    ``correct`` right guesses out of ``guesses`` on ``canaries`` ``k``-ary canaries
-    (``k = 2``: membership); 0 if none.  ``delta`` must be > 0 (no Gaussian mechanism is pure DP).
+
+def _check_family(family: str, mechanism: DPSGDCurve | None) -> str:
+    name = check_choice(family, "family", FDP_FAMILIES)
+    if (name == "dpsgd") != (mechanism is not None):
+        raise ParameterError("mechanism", mechanism, "a DPSGDCurve(q, steps, adjacency) with family 'dpsgd', "
+                                                     "none otherwise")
+    if mechanism is not None:
+        from subaudit.accounting import canonical_adjacency
+
+        check_sampling_rate(mechanism.q, "mechanism.q")
+        check_count(mechanism.steps, "mechanism.steps")
+        if canonical_adjacency(mechanism.adjacency) == "group":
+            raise ParameterError("mechanism.adjacency", mechanism.adjacency, "add-remove or substitute")
+    return name
+
+
+def _dpsgd_epsilon(tests: Sequence[tuple[int, int, int, float]], delta: float, k: int,
+                   mechanism: DPSGDCurve) -> float:
+    """Epsilon at ``delta`` of the smallest noise multiplier whose DP-SGD curve is falsified by
+    any of ``tests`` ((m, r, v, alpha) each), 0 if none is.
+
+    A larger noise multiplier is a stronger claim, so the falsified set is an interval
+    ``[sigma*, inf)``, found by bisection on log sigma; the bound is the accountant's lower
+    bound on epsilon at the falsified end of the final bracket."""
+    from subaudit.accounting import canonical_adjacency, epsilon
+
+    adjacency = canonical_adjacency(mechanism.adjacency)
+
+    def falsified(sigma: float) -> bool:
+        fbar_inv = _profile_fbar_inv(*_dpsgd_profile(sigma, mechanism.q, mechanism.steps, adjacency))
+        return any(_fdp_margin(m, r, v, a, fbar_inv, k) > 0 for m, r, v, a in tests)
+
+    hi = 64.0
+    if not falsified(hi):
+        return 0.0
+    lo = hi
+    while falsified(lo):
+        if lo < 0.05:
+            raise RuntimeError(f"one-run audit: DP-SGD still falsified at noise multiplier {lo:g}")
+        hi, lo = lo, lo / 2.0
+    for _ in range(24):  # the log-width shrinks to 2^-24 of an octave
+        mid = math.sqrt(lo * hi)
+        lo, hi = (lo, mid) if falsified(mid) else (mid, hi)
+    return float(epsilon(hi, mechanism.q, mechanism.steps, delta, adjacency).epsilon_lower)
+
+
+def fdp_epsilon(canaries: int, guesses: int, correct: int, delta: float, alpha: float = 0.05, k: int = 2, *,
+                family: str = "dp", mechanism: DPSGDCurve | None = None) -> float:
+    """Epsilon lower bound of Mahloujifar, Melis & Chaudhuri (2024) at confidence ``1 - alpha``.
+
+    ``correct`` right guesses out of ``guesses`` on ``canaries`` ``k``-ary canaries (``k = 2``:
+    membership) falsify a trade-off curve; the bound is the largest epsilon whose curve of
+    ``family`` (:data:`FDP_FAMILIES`) is falsified, 0 if none:
+
+    * ``"dp"`` (default): f_{eps,delta} itself, which every (eps, delta)-DP mechanism satisfies,
+      so the bound is valid whatever the mechanism;
+    * ``"gdp"``: the mu-GDP curve of the Gaussian mechanism that is exactly (eps, delta)-DP, a
+      test of "the mechanism is mu-GDP": stronger, valid only for mechanisms whose curve lies
+      above it (DP-SGD's does not in its tail);
+    * ``"dpsgd"``: DP-SGD's own curve (``mechanism``: its q, steps and adjacency) at a
+      searched noise multiplier; the bound is the epsilon of the smallest falsified one.
+
+    ``delta`` must be > 0.
     """
     m, r, v = _check_counts(canaries, guesses, correct)
     d = _check_delta(delta, allow_zero=False)
     a = check_probability(alpha, "alpha")
     kk = check_count(k, "k", 2)
-    return _largest_falsified(lambda eps: _fdp_margin(m, r, v, a, _gaussian_mu(eps, d), kk))
+    name = _check_family(family, mechanism)
+    if name == "dpsgd":
+        return _dpsgd_epsilon([(m, r, v, a)], d, kk, mechanism)
+    return _largest_falsified(lambda eps: _fdp_margin(m, r, v, a, _claim_fbar_inv(name, eps, d), kk))
 
 
 #: Name -> estimator, for ``--method`` options.  Both take (canaries, guesses, correct, delta, alpha);
@@ -303,6 +432,8 @@ def best_one_run_epsilon(
     one_sided: bool = False,
     bonferroni: bool = True,
     rule: str = "top-bottom",
+    family: str = "dp",
+    mechanism: DPSGDCurve | None = None,
 ) -> float:
     """Largest one-run epsilon bound over a grid of guess counts, as in the papers' experiments.
 
@@ -317,9 +448,13 @@ def best_one_run_epsilon(
     ``len(grid)`` tests.  By default each test runs at ``alpha / len(grid)`` (Bonferroni), so
     the reported bound holds at confidence ``1 - alpha``.  ``bonferroni=False`` uses
     ``alpha`` for every test, like the papers' own experiments: it is not corrected for the
-    search and can overstate epsilon; use it for reproduction only.
+    search and can overstate epsilon; use it for reproduction only.  ``family`` and
+    ``mechanism`` choose the curve the ``"fdp"`` method tests (:func:`fdp_epsilon`).
     """
     name = check_choice(method, "method", ONE_RUN_METHODS)
+    fam = _check_family(family, mechanism)
+    if name == "steinke" and fam != "dp":
+        raise ParameterError("family", family, "dp (the Steinke et al. bound is for (eps, delta)-DP)")
     d = _check_delta(delta, allow_zero=(name == "steinke"))
     a = check_probability(alpha, "alpha")
     kk = check_count(k, "k", 2)
@@ -356,12 +491,9 @@ def best_one_run_epsilon(
         if not rs or rs[-1] > m:
             raise ParameterError("grid", grid, f"a non-empty set of integers in [1, {m}]")
     level = a / len(rs) if bonferroni else a
-    best = 0.0
-    for r in rs:
-        _, v = count(r)
-        if name == "steinke":
-            eps = steinke_epsilon(m, r, v, d, level)
-        else:
-            eps = fdp_epsilon(m, r, v, d, level, kk)
-        best = max(best, eps)
-    return best
+    counts = [(r, count(r)[1]) for r in rs]
+    if name == "steinke":
+        return max(steinke_epsilon(m, r, v, d, level) for r, v in counts)
+    if fam == "dpsgd":
+        return _dpsgd_epsilon([(m, r, v, level) for r, v in counts], d, kk, mechanism)
+    return max(fdp_epsilon(m, r, v, d, level, kk, family=fam) for r, v in counts)

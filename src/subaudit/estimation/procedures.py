@@ -12,13 +12,18 @@ in the membership game, substitute in the substitute game):
 
 ``"steinke"``
     Steinke, Nasr & Jagielski 2023 (their Algorithm 2, as the canary-optimisation paper
-    runs it): the statistic is ``z_i``'s score; "in" guesses on the highest, "out" guesses
-    on the lowest; bound by their Theorem 5.2 (:func:`~subaudit.estimation.one_run.steinke_epsilon`).
+    runs it): in the membership game the statistic is ``z_i``'s score, in the substitute game
+    the pair's score difference ``s(z_i) - s(z'_i)`` (both members are evidence there: one of
+    them was trained on); "in" guesses on the highest, "out" guesses on the lowest; bound by
+    their Theorem 5.2 (:func:`~subaudit.estimation.one_run.steinke_epsilon`).
 ``"mahloujifar"``
     Mahloujifar, Melis & Chaudhuri 2024 (the canary-optimisation paper's Algorithm 3): the
-    statistic is the pair's score difference ``s(z_i) - s(z'_i)``; the pairs with the largest
-    ``|difference|`` are guessed, the higher-scoring member taken as the inserted one; bound by
-    their Gaussian f-DP audit (:func:`~subaudit.estimation.one_run.fdp_epsilon`).
+    statistic is the pair's score difference ``s(z_i) - s(z'_i)`` in both games; the pairs
+    with the largest ``|difference|`` are guessed, the higher-scoring member taken as the
+    inserted one; bound by their f-DP audit (:func:`~subaudit.estimation.one_run.fdp_epsilon`)
+    of the trade-off curve of ``family``: by default f_{eps,delta}, valid for every mechanism;
+    ``"gdp"`` is a test of "the mechanism is mu-GDP" (labelled so wherever printed) and
+    ``"dpsgd"`` tests DP-SGD's own curve at the training's q and steps.
 
 Either way the number of guesses is searched over
 :func:`~subaudit.estimation.one_run.default_guess_grid` with a Bonferroni correction
@@ -35,11 +40,11 @@ from typing import Any
 
 import numpy as np
 
-from subaudit.estimation.one_run import best_one_run_epsilon
+from subaudit.estimation.one_run import FDP_FAMILIES, DPSGDCurve, best_one_run_epsilon
 from subaudit.validation import ParameterError, check_choice, check_count, check_probability
 
-__all__ = ["ADJACENCY", "GAMES", "PROCEDURES", "Procedure", "ScoreSet", "bound_rows", "least_canaries",
-           "perfect_epsilon", "procedure_epsilon"]
+__all__ = ["ADJACENCY", "FAMILY_LABELS", "GAMES", "PROCEDURES", "Procedure", "ScoreSet", "bound_rows", "family_of",
+           "least_canaries", "perfect_epsilon", "procedure_epsilon"]
 
 
 #: The games of a one-run audit and the adjacency each one's bits change.
@@ -49,11 +54,11 @@ GAMES: tuple[str, ...] = tuple(ADJACENCY)
 
 @dataclass(frozen=True)
 class Procedure:
-    """A one-run procedure: the per-slot statistic, the guess rule and the estimator."""
+    """A one-run procedure: the per-slot statistic of each game, the guess rule and the estimator."""
 
     name: str
     label: str
-    statistic: Callable[[np.ndarray], np.ndarray]
+    statistic: dict[str, Callable[[np.ndarray], np.ndarray]]
     rule: str
     method: str
     citation: str
@@ -69,11 +74,22 @@ def _difference(scores: np.ndarray) -> np.ndarray:
 
 #: Procedures by name (params.yaml ``deep.procedures`` takes names from here).
 PROCEDURES: dict[str, Procedure] = {p.name: p for p in (
-    Procedure("steinke", "Steinke et al. 2023", _first, "top-bottom", "steinke",
-              "Steinke, Nasr & Jagielski 2023, arXiv 2305.08846"),
-    Procedure("mahloujifar", "Mahloujifar et al. 2024", _difference, "magnitude", "fdp",
-              "Mahloujifar, Melis & Chaudhuri 2024, arXiv 2410.22235"),
+    Procedure("steinke", "Steinke et al. 2023", {"membership": _first, "substitute": _difference}, "top-bottom",
+              "steinke", "Steinke, Nasr & Jagielski 2023, arXiv 2305.08846"),
+    Procedure("mahloujifar", "Mahloujifar et al. 2024", {"membership": _difference, "substitute": _difference},
+              "magnitude", "fdp", "Mahloujifar, Melis & Chaudhuri 2024, arXiv 2410.22235"),
 )}
+
+#: What each f-DP family's bound is called wherever it is printed (the procedures of method
+#: ``"fdp"``; the Steinke bound is always an (eps, delta) one).
+FAMILY_LABELS: dict[str, str] = {"dp": "(eps, delta)-DP", "gdp": "mu-GDP test", "dpsgd": "DP-SGD curve"}
+
+
+def family_of(procedure: str, family: str) -> str:
+    """The trade-off family ``procedure``'s bound tests: ``family`` for an f-DP procedure, ``"dp"``
+    for the others."""
+    p = PROCEDURES[check_choice(procedure, "procedure", PROCEDURES)]
+    return check_choice(family, "family", FDP_FAMILIES) if p.method == "fdp" else "dp"
 
 
 def _check_pairs(scores, bits) -> tuple[np.ndarray, np.ndarray]:
@@ -86,31 +102,54 @@ def _check_pairs(scores, bits) -> tuple[np.ndarray, np.ndarray]:
     return s, b.astype(bool)
 
 
-def procedure_epsilon(procedure: str, scores, bits, delta: float, alpha: float = 0.05) -> float:
-    """Lower bound on epsilon at confidence ``1 - alpha`` from pair scores ``(m, 2)`` and the
-    secret bits ``(m,)`` (1: ``z_i`` was inserted), by ``procedure``."""
+def _mechanism(family: str, game: str, history: Sequence[Sequence[float]] | None) -> DPSGDCurve | None:
+    """The DP-SGD curve the ``"dpsgd"`` family tests: the training's one (sigma, q, steps) setting."""
+    if family != "dpsgd":
+        return None
+    if history is None or len(history) != 1:
+        raise ParameterError("history", history, "one (sigma, q, steps) setting for family 'dpsgd'")
+    _, q, steps = history[0]
+    return DPSGDCurve(float(q), int(steps), ADJACENCY[game])
+
+
+def procedure_epsilon(procedure: str, scores, bits, delta: float, alpha: float = 0.05, *, game: str,
+                      family: str = "dp", history: Sequence[Sequence[float]] | None = None,
+                      bonferroni: bool = True) -> float:
+    """Lower bound on epsilon at confidence ``1 - alpha`` from the pair scores ``(m, 2)`` of
+    ``game`` and the secret bits ``(m,)`` (1: ``z_i`` was inserted), by ``procedure``; an f-DP
+    procedure tests the curve of ``family`` (``"dpsgd"``: the training's ``history`` of one
+    (sigma, q, steps)).  ``bonferroni=False`` is the papers' uncorrected best guess count:
+    not valid, for reproduction only."""
     p = PROCEDURES[check_choice(procedure, "procedure", PROCEDURES)]
+    g = check_choice(game, "game", GAMES)
+    fam = family_of(procedure, family)
     s, b = _check_pairs(scores, bits)
-    return best_one_run_epsilon(p.statistic(s), b, delta, alpha, p.method, rule=p.rule)
+    return best_one_run_epsilon(p.statistic[g](s), b, delta, alpha, p.method, rule=p.rule, family=fam,
+                                mechanism=_mechanism(fam, g, history), bonferroni=bonferroni)
 
 
-def perfect_epsilon(procedure: str, canaries: int, delta: float, alpha: float = 0.05) -> float:
+def perfect_epsilon(procedure: str, canaries: int, delta: float, alpha: float = 0.05, *,
+                    family: str = "dp") -> float:
     """The bound that guessing every bit right gives with ``canaries`` slots: the most an
-    audit of that size can ever report at confidence ``1 - alpha``."""
+    audit of that size can ever report at confidence ``1 - alpha`` (for ``"dpsgd"``, the
+    (eps, delta) family's: the DP-SGD curve's depends on the training)."""
     m = check_count(canaries, "canaries")
+    fam = family_of(procedure, family)
     bits = np.arange(m) % 2
     perfect = np.stack([np.where(bits == 1, 1.0, -1.0), np.where(bits == 1, -1.0, 1.0)], axis=1)
-    return procedure_epsilon(procedure, perfect, bits, delta, alpha)
+    return procedure_epsilon(procedure, perfect, bits, delta, alpha, game="substitute",
+                             family="dp" if fam == "dpsgd" else fam)
 
 
-def least_canaries(procedure: str, delta: float, alpha: float = 0.05, *, limit: int = 4096) -> int:
+def least_canaries(procedure: str, delta: float, alpha: float = 0.05, *, family: str = "dp",
+                   limit: int = 4096) -> int:
     """The fewest canaries (up to ``limit``) whose perfect guesses give a positive bound.
 
     With fewer an audit reports 0 at confidence ``1 - alpha`` whatever the training."""
     check_choice(procedure, "procedure", PROCEDURES)
     a = check_probability(alpha, "alpha")
     for m in range(1, limit + 1):
-        if perfect_epsilon(procedure, m, delta, a) > 0.0:
+        if perfect_epsilon(procedure, m, delta, a, family=family) > 0.0:
             return m
     raise ParameterError("alpha", alpha, f"a level that {limit} canaries can reach")
 
@@ -138,11 +177,13 @@ def _accountant(segments: tuple[tuple[float, float, int], ...], delta: float) ->
 
 
 def bound_rows(sets: Sequence[ScoreSet], *, game: str, history: Sequence[Sequence[float]], delta: float,
-               alpha: float, procedures: Sequence[str] = tuple(PROCEDURES)) -> list[dict[str, Any]]:
-    """Rows of one audit: per (score set, procedure) the lower bound at confidence ``1 - alpha``,
-    the most its m canaries can show, the accountant's epsilon of the training (``history`` of
-    (sigma, q, steps), Opacus' format) under both adjacencies and the game's (``reference``),
-    and the final-iterate ceiling for white-box canaries of a one-setting training."""
+               alpha: float, procedures: Sequence[str] = tuple(PROCEDURES), family: str = "dp"
+               ) -> list[dict[str, Any]]:
+    """Rows of one audit: per (score set, procedure) the lower bound at confidence ``1 - alpha``
+    (f-DP procedures: of ``family``'s curve, named in the row), the most its m canaries can
+    show, the accountant's epsilon of the training (``history`` of (sigma, q, steps), Opacus'
+    format) under both adjacencies and the game's (``reference``), and the final-iterate
+    ceiling for white-box canaries of a one-setting training."""
     from subaudit.estimation.ceilings import final_iterate_epsilon
 
     adjacency = ADJACENCY[check_choice(game, "game", GAMES)]
@@ -154,10 +195,13 @@ def bound_rows(sets: Sequence[ScoreSet], *, game: str, history: Sequence[Sequenc
         ceiling = final_iterate_epsilon(sigma, q, int(steps), delta, adjacency)
     rows = []
     for s in sets:
+        m = int(np.size(s.bits))
         for p in procedures:
-            rows.append({"canaries": s.canaries, "score": s.score, "procedure": p, "m": int(np.size(s.bits)),
-                         "epsilon": procedure_epsilon(p, s.scores, s.bits, delta, alpha),
-                         "perfect": perfect_epsilon(p, int(np.size(s.bits)), delta, alpha),
+            fam = family_of(p, family)
+            rows.append({"canaries": s.canaries, "score": s.score, "procedure": p, "family": fam, "m": m,
+                         "epsilon": procedure_epsilon(p, s.scores, s.bits, delta, alpha, game=game, family=fam,
+                                                      history=segments),
+                         "perfect": perfect_epsilon(p, m, delta, alpha, family=fam),
                          "adjacency": adjacency, "reference": accountant[adjacency],
                          "eps_add_remove": accountant["add-remove"], "eps_substitute": accountant["substitute"],
                          "ceiling": ceiling if s.white_box else None})

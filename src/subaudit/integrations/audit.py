@@ -9,8 +9,14 @@ training's):
 * *substitute* game: slot ``i`` holds ``z_i`` when ``b_i = 1`` and ``z'_i`` otherwise, the
   substitute relation canary by canary (the pair game of Mahloujifar et al. 2024).
 
-Canaries enter through the dataset (:meth:`OneRunAudit.dataset`) *before*
-``PrivacyEngine.make_private``, so the Poisson sampling and the accounting are Opacus' own.
+Canaries enter through the dataset, and :meth:`OneRunAudit.make_private` builds Opacus' own
+DP-SGD on it (its ``GradSampleModule``, ``DPOptimizer``, Poisson ``DPDataLoader`` and the
+engine's accountant) with the sampling fixed by the base data alone: sample rate
+``q = batch_size / len(base)`` and expected batch size ``batch_size``, the same for every draw
+of the bits. ``PrivacyEngine.make_private`` derives both from the dataset's size, which in
+the membership game depends on the bits (``z_i`` is in the data when ``b_i = 1``), so the
+training's sampling, its update scale and the accountant's q would carry information about the
+secret bits; :meth:`OneRunAudit.verify` refuses such a training.
 White-box *gradient* canaries (:meth:`OneRunAudit.attach`) are Dirac vectors ``+-C e_j`` on
 ``m`` coordinates, each Poisson-sampled at the loader's rate at every step and added to the
 clipped gradient sum inside the DP optimiser's step, before the noise (as
@@ -26,9 +32,8 @@ Usage (see ``examples/audit_opacus.py``)::
 
     audit = OneRunAudit(pairs, game="substitute", seed=7)
     audit.start(model)                       # checks the model, records initial losses
-    loader = DataLoader(audit.dataset(train), batch_size=256)
-    model, optimizer, loader = engine.make_private(module=model, optimizer=optimizer,
-        data_loader=loader, noise_multiplier=1.0, max_grad_norm=1.0)
+    model, optimizer, loader = audit.make_private(engine, module=model, optimizer=optimizer,
+        base=train, batch_size=256, noise_multiplier=1.0, max_grad_norm=1.0)
     ...  # train as usual
     report = audit.finish(model, data_loader=loader, privacy_engine=engine)
 """
@@ -41,23 +46,26 @@ from typing import Any
 
 import numpy as np
 import torch
+from opacus.data_loader import DPDataLoader
 from opacus.grad_sample import GradSampleModule
 from opacus.optimizers import DPOptimizer
 from opacus.validators import ModuleValidator
 
 from subaudit.estimation.procedures import (
     ADJACENCY,
+    FAMILY_LABELS,
     GAMES,
     PROCEDURES,
     ScoreSet,
     bound_rows,
+    family_of,
     least_canaries,
     perfect_epsilon,
 )
 from subaudit.integrations.opacus import is_poisson
 from subaudit.scenarios.deep import SCORES
 from subaudit.seeding import derive_seed
-from subaudit.validation import ParameterError, check_choice, check_count, check_probability
+from subaudit.validation import ParameterError, check_choice, check_count, check_probability, check_sampling_rate
 
 __all__ = ["AuditError", "AuditReport", "CanaryDataset", "GradientCanaries",
            "OneRunAudit", "draw_bits"]
@@ -123,8 +131,9 @@ class GradientCanaries:
 
 @dataclass(frozen=True)
 class AuditReport:
-    """What a one-run audit found: per (canaries, score, procedure) the lower bound, beside
-    the accountant's epsilon of the same training under the game's adjacency."""
+    """What a one-run audit found: per (canaries, score, procedure) the lower bound (f-DP
+    procedures: of the trade-off family in the row's ``family``), beside the accountant's
+    epsilon of the same training under the game's adjacency."""
 
     game: str
     adjacency: str
@@ -151,7 +160,9 @@ class AuditReport:
                  ", ".join(f"eps_{'AR' if k == 'add-remove' else 'S'} = {v:.4g}" for k, v in self.accountant.items())]
         for r in self.rows:
             ceiling = f", ceiling {r['ceiling']:.4g}" if r.get("ceiling") is not None else ""
-            lines.append(f"  {r['canaries']:<8} {r['score']:<9} {r['procedure']:<12} epsilon >= {r['epsilon']:.4g}"
+            test = f"{r['procedure']} ({FAMILY_LABELS[r['family']]})"
+            claim = "mu-GDP test: epsilon >=" if r["family"] == "gdp" else "epsilon >="
+            lines.append(f"  {r['canaries']:<8} {r['score']:<9} {test:<34} {claim} {r['epsilon']:.4g}"
                          f" (m = {r['m']}, most possible {r['perfect']:.4g}{ceiling})")
         return "\n".join(lines)
 
@@ -162,11 +173,14 @@ class OneRunAudit:
     ``canaries`` are ``(z_i, z'_i)`` pairs of records in the dataset's own item format;
     ``gradient_canaries`` the number of white-box Dirac canaries (0: none). Too few canaries
     for a positive bound at confidence ``1 - alpha`` by every procedure is an error.
+    ``family`` is the trade-off curve the f-DP procedures test
+    (:data:`subaudit.estimation.one_run.FDP_FAMILIES`): ``"dp"``, valid for every mechanism,
+    by default; ``"gdp"`` is a test of "the mechanism is mu-GDP", reported as such.
     """
 
     def __init__(self, canaries: Sequence[tuple[Any, Any]] = (), *, game: str, seed: int,
                  gradient_canaries: int = 0, delta: float = 1e-5, alpha: float = 0.05,
-                 procedures: Sequence[str] = tuple(PROCEDURES)) -> None:
+                 procedures: Sequence[str] = tuple(PROCEDURES), family: str = "dp") -> None:
         self.game = check_choice(game, "game", GAMES)
         self.seed = int(seed)
         self.delta = check_probability(delta, "delta")
@@ -174,6 +188,7 @@ class OneRunAudit:
         self.procedures = tuple(check_choice(p, "procedures", PROCEDURES) for p in procedures)
         if not self.procedures:
             raise ParameterError("procedures", procedures, "one or more of " + ", ".join(PROCEDURES))
+        self.family = family_of("mahloujifar", family)
         self.pairs = [tuple(pair) for pair in canaries]
         if any(len(pair) != 2 for pair in self.pairs):
             raise ParameterError("canaries", "<pairs>", "a sequence of (record, twin) pairs")
@@ -187,13 +202,14 @@ class OneRunAudit:
         self.gradient_bits = (draw_bits(self.seed, self.gradient_count, "gradient") if self.gradient_count
                               else np.zeros(0, np.int64))
         self._dataset: CanaryDataset | None = None
+        self._sampling: tuple[Any, float, int] | None = None  # (loader, q, expected batch) of make_private
         self._initial: np.ndarray | None = None
         self._gradient: GradientCanaries | None = None
 
     def _check_enough(self, count: int, what: str) -> None:
         for p in self.procedures:
-            if perfect_epsilon(p, count, self.delta, self.alpha) <= 0.0:
-                need = least_canaries(p, self.delta, self.alpha)
+            if perfect_epsilon(p, count, self.delta, self.alpha, family=self.family) <= 0.0:
+                need = least_canaries(p, self.delta, self.alpha, family=self.family)
                 raise ParameterError(what, count, f"at least {need} for a positive bound by {p} at confidence "
                                                   f"{1 - self.alpha:g} (fewer can only ever report 0)")
 
@@ -208,6 +224,31 @@ class OneRunAudit:
         """``base`` with this audit's inserted canaries: build the training loader on it."""
         self._dataset = CanaryDataset(base, self.inserted())
         return self._dataset
+
+    def make_private(self, engine: Any, *, module: torch.nn.Module, optimizer: torch.optim.Optimizer, base: Any,
+                     batch_size: int, noise_multiplier: float, max_grad_norm: float,
+                     generator: torch.Generator | None = None,
+                     noise_generator: torch.Generator | None = None) -> tuple[GradSampleModule, DPOptimizer, Any]:
+        """Opacus' DP-SGD on ``base`` with this audit's canaries, sampled independently of the bits.
+
+        What ``engine.make_private(..., poisson_sampling=True)`` builds (flat clipping, per-example
+        gradients by hooks, loss reduction "mean"), except that the sample rate is
+        ``batch_size / len(base)`` and the expected batch size ``batch_size``, whatever the bits
+        (``make_private`` takes both from the dataset's size, which the bits change in the
+        membership game); the engine's accountant records every step at that rate.
+        ``generator`` drives the Poisson sampling, ``noise_generator`` the noise.
+        """
+        b = check_count(batch_size, "batch_size")
+        q = check_sampling_rate(b / max(len(base), 1), "batch_size / len(base)")
+        self.check_model(module)
+        model = GradSampleModule(module, batch_first=True, loss_reduction="mean")
+        model.forbid_grad_accumulation()
+        private = DPOptimizer(optimizer, noise_multiplier=noise_multiplier, max_grad_norm=max_grad_norm,
+                              expected_batch_size=b, loss_reduction="mean", generator=noise_generator)
+        private.attach_step_hook(engine.accountant.get_optimizer_hook_fn(sample_rate=q))
+        loader = DPDataLoader(self.dataset(base), sample_rate=q, generator=generator)
+        self._sampling = (loader, q, b)
+        return model, private, loader
 
     @staticmethod
     def check_model(model: torch.nn.Module) -> None:
@@ -311,11 +352,18 @@ class OneRunAudit:
 
     def verify(self, model: torch.nn.Module, data_loader: Any) -> None:
         """AuditError unless ``model`` was trained by Opacus on this audit's dataset with
-        Poisson sampling (``data_loader``: the loader ``make_private`` returned)."""
+        Poisson sampling (``data_loader``: the loader ``make_private`` returned) at a rate the
+        bits cannot change (membership game with input canaries: :meth:`make_private`'s)."""
         self._check_loader(data_loader)
         if self.pairs and (self._dataset is None or data_loader.dataset is not self._dataset):
             raise AuditError("the canaries are not in the training data: build the loader on "
                              "audit.dataset(base) before make_private, never insert canaries into batches")
+        fixed = self._sampling is not None and data_loader is self._sampling[0]
+        if self.pairs and self.game == "membership" and not fixed:
+            raise AuditError("in the membership game the dataset's size depends on the secret bits, and "
+                             "PrivacyEngine.make_private derives the sample rate and the expected batch size "
+                             "from it: build the training with audit.make_private(engine, ..., base=..., "
+                             "batch_size=...), whose sampling the bits cannot change")
         if not isinstance(model, GradSampleModule):
             raise AuditError("the model was not trained through make_private (not an Opacus GradSampleModule)")
 
@@ -342,7 +390,7 @@ class OneRunAudit:
                              f"(allowed: {', '.join(SCORES)}; loss-drop needs audit.start(model)) and there "
                              "are no gradient canaries")
         rows = bound_rows(sets, game=self.game, history=history, delta=self.delta, alpha=self.alpha,
-                          procedures=self.procedures)
+                          procedures=self.procedures, family=self.family)
         adjacency = ADJACENCY[self.game]
         accountant = {"add-remove": rows[0]["eps_add_remove"], "substitute": rows[0]["eps_substitute"]}
         return AuditReport(self.game, adjacency, self.delta, self.alpha, tuple(rows), accountant, history)

@@ -198,17 +198,17 @@ def train_private(model: torch.nn.Module, audit: OneRunAudit, base: TensorDatase
                   seed: int, gradient: bool, device: str = "cpu",
                   progress: bool = False) -> tuple[Any, Any, Any, PrivacyEngine, int]:
     """Train ``model`` (on ``device``) with Opacus on ``audit.dataset(base)`` for
-    ``training.steps`` Poisson batches; returns the private model, optimiser, loader, engine
-    and the examples processed."""
+    ``training.steps`` Poisson batches at the rate ``training.batch / len(base)``, whatever the
+    bits (:meth:`OneRunAudit.make_private`); returns the private model, optimiser, loader,
+    engine and the examples processed."""
     model.to(device)
     audit.start(model)
-    loader = DataLoader(audit.dataset(base), batch_size=training.batch,
-                        generator=torch.Generator().manual_seed(derive_seed(seed, "dp-sampling")))
     engine = PrivacyEngine(accountant="prv")
     optimizer = torch.optim.SGD(model.parameters(), lr=training.lr, momentum=training.momentum)
-    model, optimizer, loader = engine.make_private(
-        module=model, optimizer=optimizer, data_loader=loader, noise_multiplier=training.noise_multiplier,
-        max_grad_norm=training.clip, poisson_sampling=True,
+    model, optimizer, loader = audit.make_private(
+        engine, module=model, optimizer=optimizer, base=base, batch_size=training.batch,
+        noise_multiplier=training.noise_multiplier, max_grad_norm=training.clip,
+        generator=torch.Generator().manual_seed(derive_seed(seed, "dp-sampling")),
         noise_generator=torch.Generator(device=device).manual_seed(derive_seed(seed, "dp-noise")))
     if gradient:
         audit.attach(optimizer, loader)
@@ -303,13 +303,15 @@ def load_audit(path: str) -> DeepAudit:
     return DeepAudit(scores, bits, history, json.loads(str(arrays["info"])), float("nan"))
 
 
-def audit_rows(audit: DeepAudit, *, delta: float, alpha: float, procedures: Sequence[str]) -> list[dict[str, Any]]:
-    """An audit's rows (per kind, score and procedure: the bound, beside the accountant's
-    epsilon of its training and, for gradient canaries, the ceiling), with its description."""
+def audit_rows(audit: DeepAudit, *, delta: float, alpha: float, procedures: Sequence[str],
+               family: str = "dp") -> list[dict[str, Any]]:
+    """An audit's rows (per kind, score and procedure: the bound, of ``family``'s curve for the
+    f-DP procedures, beside the accountant's epsilon of its training and, for gradient
+    canaries, the ceiling), with its description."""
     sets = [ScoreSet(kind, score, values, audit.bits[kind], DEEP_KINDS[kind].white_box)
             for kind, by_score in audit.scores.items() for score, values in by_score.items()]
     rows = bound_rows(sets, game=audit.info["game"], history=audit.history, delta=delta, alpha=alpha,
-                      procedures=procedures)
+                      procedures=procedures, family=family)
     described = {k: v for k, v in audit.info.items() if k != "examples"}
     return [{**described, "kind": r.pop("canaries"), **r} for r in rows]
 

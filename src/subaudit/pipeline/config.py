@@ -209,7 +209,7 @@ def _check_deep(params: Mapping[str, Any], source: str) -> None:
         raise _invalid(source, "deep.sizes.pool", deep["sizes"]["pool"],
                        f"at least 2 x canaries x input kinds = {need} held-out images")
     for p in deep["procedures"]:
-        if perfect_epsilon(p, deep["canaries"], params["delta"], params["alpha"]) <= 0:
+        if perfect_epsilon(p, deep["canaries"], params["delta"], params["alpha"], family=deep["family"]) <= 0:
             raise _invalid(source, "deep.canaries", deep["canaries"],
                            f"enough for a positive bound by {p} at confidence {1 - params['alpha']:g}")
 

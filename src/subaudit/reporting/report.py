@@ -164,8 +164,12 @@ def build(tables: Mapping[str, pd.DataFrame], figures: Sequence[FigureInfo], *, 
             for game, sub in deep_summary(t, score).groupby("game", sort=False):
                 rep.add("p", f"{game} game: one-run lower bounds, average and median over audits "
                              f"(input kinds scored by {score}; gradient canaries by their update), "
-                             "beside the accountant's epsilon of the same trainings:")
-                rep.add("table", sub.drop(columns="game").round(3))
+                             "beside the most their m canaries can show (cap: every guess right), the "
+                             "final-iterate ceiling (gradient canaries) and the accountant's epsilon of the "
+                             "same trainings; family: the trade-off curve the bound tests ((eps, delta)-DP: "
+                             "valid for every mechanism; a mu-GDP test holds only for Gaussian mechanisms):")
+                table = sub.drop(columns="game").round(3)
+                rep.add("table", table.astype(object).where(table.notna(), "-"))
         elif fig.kind == "epsilon-vs-runs":
             rep.add("p", f"Final step against the runs R' of each audit, {estimator} estimator:")
             rep.add("table", _runs_table(t, estimator))

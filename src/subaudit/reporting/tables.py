@@ -15,7 +15,7 @@ import pandas as pd
 
 from subaudit.estimation.ceilings import final_iterate_epsilon
 from subaudit.estimation import estimate_epsilon, finite_r_ceiling
-from subaudit.estimation.procedures import GAMES, PROCEDURES
+from subaudit.estimation.procedures import FAMILY_LABELS, GAMES, PROCEDURES
 from subaudit.scenarios import SCENARIOS
 from subaudit.scenarios.deep import CASES, DEEP_KINDS, SCORES
 
@@ -224,6 +224,8 @@ def one_run_table(step_acc: pd.DataFrame, one_run: Iterable[Mapping[str, Any]],
     seconds are in the one-run jobs' logs and benchmarks)."""
     acc = step_acc[step_acc["step"] == step_acc.groupby("q")["step"].transform("max")]
     one = pd.DataFrame(list(one_run))
+    if not one.empty:  # records without a family are (eps, delta) bounds
+        one["family"] = one["family"].fillna("dp") if "family" in one else "dp"
     est = pd.DataFrame(list(r_run))
     rows = []
     for kind, scenario in compare_with.items():
@@ -235,8 +237,9 @@ def one_run_table(step_acc: pd.DataFrame, one_run: Iterable[Mapping[str, Any]],
                 rows.append({**base, "series": series, "method": "", "epsilon": value, "se": 0.0,
                              "n_repeats": 0, "trainings": 0})
             mine = one[(one["kind"] == kind) & (one["q"] == rec.q)] if not one.empty else one
-            for method, group in (mine.groupby("method") if not mine.empty else ()):
-                rows.append({**base, "series": f"one-run audit ({method}, m = {int(group['canaries'].iloc[0])})",
+            for (method, family), group in (mine.groupby(["method", "family"]) if not mine.empty else ()):
+                test = "" if family == "dp" else f", {FAMILY_LABELS[family]}"
+                rows.append({**base, "series": f"one-run audit ({method}{test}, m = {int(group['canaries'].iloc[0])})",
                              "method": method, "epsilon": group["epsilon"].mean(),
                              "se": group["epsilon"].std(ddof=1) / np.sqrt(len(group)),
                              "n_repeats": len(group), "trainings": 1})
@@ -257,10 +260,12 @@ def one_run_table(step_acc: pd.DataFrame, one_run: Iterable[Mapping[str, Any]],
 # --------------------------------------------------------------------------- deep-network audits
 
 #: Columns of the deep-network audits' figure CSV, one row per (case, game, repeat, kind,
-#: score, procedure): the bound, the most m canaries can show, the accountants' epsilon of
+#: score, procedure): the bound (``family``: the trade-off curve an f-DP procedure tests,
+#: :data:`subaudit.estimation.procedures.FAMILY_LABELS`), the most m canaries can show, the accountants' epsilon of
 #: that training (``reference``: the game's adjacency), the ceiling (gradient canaries), and
 #: the audit's cost in trainings (one: a one-run audit).
-DEEP_COLUMNS = ("case", "game", "adjacency", "repeat", "kind", "score", "procedure", "m", "epsilon", "perfect",
+DEEP_COLUMNS = ("case", "game", "adjacency", "repeat", "kind", "score", "procedure", "family", "m", "epsilon",
+                "perfect",
                 "reference", "eps_add_remove", "eps_substitute", "ceiling", "test_accuracy", "sample_rate",
                 "steps", "noise_multiplier", "trainings")
 
@@ -281,16 +286,18 @@ def deep_table(audits: Iterable[Iterable[Mapping[str, Any]]]) -> pd.DataFrame:
 
 
 def deep_summary(table: pd.DataFrame, score: str) -> pd.DataFrame:
-    """Table 2 of the canary-optimisation paper, per game: one row per (procedure, kind),
-    average and median over audits of each case, beside the accountant's epsilon (input kinds
-    read ``score``; gradient canaries their update)."""
+    """Table 2 of the canary-optimisation paper, per game: one row per (procedure, family, kind),
+    average and median over audits of each case, beside the most its m canaries can show (every
+    guess right: ``cap``), the final-iterate ceiling (gradient canaries) and the accountant's
+    epsilon (input kinds read ``score``; gradient canaries their update)."""
     mine = table[(table["score"] == score) | (table["kind"] == "gradient")]
-    out = mine.groupby(["game", "procedure", "kind", "case"], sort=False).agg(
+    out = mine.groupby(["game", "procedure", "family", "kind", "case"], sort=False).agg(
         avg=("epsilon", "mean"), med=("epsilon", "median"), audits=("epsilon", "size"),
-        reference=("reference", "mean")).reset_index()
-    wide = out.pivot_table(index=["game", "procedure", "kind"], columns="case",
-                           values=["avg", "med", "reference", "audits"], sort=False)
+        cap=("perfect", "max"), ceiling=("ceiling", "mean"), reference=("reference", "mean")).reset_index()
+    out["family"] = out["family"].map(FAMILY_LABELS)
+    wide = out.pivot_table(index=["game", "procedure", "family", "kind"], columns="case",
+                           values=["avg", "med", "cap", "ceiling", "reference", "audits"], sort=False)
     wide.columns = [f"{case} {stat}" for stat, case in wide.columns]
     cases = list(dict.fromkeys(out["case"]))
-    ordered = [f"{c} {s}" for c in cases for s in ("avg", "med", "reference", "audits")]
-    return wide[ordered].reset_index()
+    ordered = [f"{c} {s}" for c in cases for s in ("avg", "med", "cap", "ceiling", "reference", "audits")]
+    return wide.reindex(columns=ordered).reset_index()

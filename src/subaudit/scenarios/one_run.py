@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from subaudit.estimation.one_run import ONE_RUN_METHODS, best_one_run_epsilon
+from subaudit.estimation.one_run import FDP_FAMILIES, ONE_RUN_METHODS, DPSGDCurve, best_one_run_epsilon
 from subaudit.seeding import derive_seed
 from subaudit.validation import ParameterError, check_choice, check_count
 
@@ -120,18 +120,27 @@ def one_run_audit(model: MLP, train_data: Records, canary: Canary, dp: DPConfig,
     return OneRunAudit(scores=res.scores[-1].reshape(r, m), bits=bits, seconds=seconds)
 
 
-def one_run_estimates(audit: OneRunAudit, delta: float, alpha: float,
-                      methods: Sequence[str]) -> list[dict[str, Any]]:
+def one_run_estimates(audit: OneRunAudit, delta: float, alpha: float, methods: Sequence[str], *,
+                      family: str = "dp", dp: DPConfig | None = None) -> list[dict[str, Any]]:
     """One record per (repeat, method): the one-run epsilon (Bonferroni over the guess
-    grid, :func:`subaudit.estimation.one_run.best_one_run_epsilon`), the canaries and the share whose
-    score sign guessed the bit."""
+    grid, :func:`subaudit.estimation.one_run.best_one_run_epsilon`; ``"fdp"`` tests the curve of
+    ``family``, ``"dpsgd"`` that of the training ``dp`` under substitution), the family, the
+    canaries and the share whose score sign guessed the bit."""
+    check_choice(family, "one_run.family", FDP_FAMILIES)
+    mechanism = None
+    if family == "dpsgd":
+        if dp is None:
+            raise ParameterError("dp", None, "the training's DPConfig for family 'dpsgd'")
+        mechanism = DPSGDCurve(dp.sampling_rate, dp.steps, "substitute")
     out = []
     for rep, (scores, bits) in enumerate(zip(audit.scores, audit.bits)):
         inserted = bits.astype(bool)
         accuracy = float(np.mean((scores > 0) == inserted))
         for method in methods:
             check_choice(method, "one_run.methods", ONE_RUN_METHODS)
-            eps = best_one_run_epsilon(scores, inserted, delta, alpha, method)
-            out.append({"repeat": rep, "method": method, "epsilon": eps, "canaries": int(bits.size),
+            fam = family if method == "fdp" else "dp"
+            eps = best_one_run_epsilon(scores, inserted, delta, alpha, method, family=fam,
+                                       mechanism=mechanism if fam == "dpsgd" else None)
+            out.append({"repeat": rep, "method": method, "family": fam, "epsilon": eps, "canaries": int(bits.size),
                         "sign_accuracy": accuracy, "delta": delta, "alpha": alpha})
     return out
