@@ -3,6 +3,8 @@ networks, the canary kinds, one audit end to end, and its determinism."""
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -137,3 +139,55 @@ def test_finetune_needs_weights_and_scratch_refuses_them(data):
         _audit(data, pairs, "substitute", case="scratch", init=state)
     tuned = _audit(data, pairs, "substitute", case="finetune", init=state)
     assert tuned.info["test_accuracy"] > 0.3  # the pretrained network starts far above chance (0.1)
+
+
+def test_augmentation_multiplicity_averages_k_gradients_before_clipping():
+    """Opacus' DP step with augmentation multiplicity K equals, computed directly: each record's
+    gradient averaged over its K augmented views, then clipped to C, summed and divided by the
+    expected batch (noise multiplier 0, so the step is exact)."""
+    from opacus.grad_sample import GradSampleModule
+    from opacus.optimizers import DPOptimizer
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.Flatten(), torch.nn.Linear(2 * 6 * 6, 3))
+    twin = copy.deepcopy(net)
+    x, y, k, clip = torch.rand(5, 1, 8, 8), torch.tensor([0, 1, 2, 1, 0]), 4, 0.05
+    views = deep.augment(x, k, torch.Generator().manual_seed(3))
+    assert views.shape == (20, 1, 8, 8)
+    # the views are crops of the padded image, some flipped: every view's pixels come from its record
+    for i in range(5):
+        assert all(set(views[i * k + j].flatten().tolist()) <= set(x[i].flatten().tolist()) | {0.0} for j in range(k))
+    model = GradSampleModule(net)
+    opt = DPOptimizer(torch.optim.SGD(model.parameters(), lr=1.0), noise_multiplier=0.0, max_grad_norm=clip,
+                      expected_batch_size=5)
+    torch.nn.functional.cross_entropy(model(views), y.repeat_interleave(k)).backward()
+    deep.average_augmentations(model.parameters(), k)
+    assert opt.pre_step()
+    got = torch.cat([p.grad.flatten() for p in model.parameters()])
+    total = torch.zeros_like(got)
+    for i in range(5):
+        grads = []
+        for j in range(k):
+            loss = torch.nn.functional.cross_entropy(twin(views[i * k + j:i * k + j + 1]), y[i:i + 1])
+            grads.append(torch.cat([g.flatten() for g in torch.autograd.grad(loss, list(twin.parameters()))]))
+        mean = torch.stack(grads).mean(0)
+        total += mean * min(1.0, clip / float(mean.norm()))
+    assert torch.allclose(got, total / 5, atol=1e-7, rtol=1e-5)
+    assert float(torch.stack(grads).mean(0).norm()) > clip  # clipping binds: its order matters here
+
+
+def test_one_kind_per_training(data):
+    """deep.separate: a training of one input kind holds only its pairs; one of the gradient kind
+    holds no input canaries; each group's training has seeds of its own."""
+    pairs = deep.make_canaries(data, ["random"], 16, seed=3)
+    training = deep.Training(steps=3, batch=64, lr=1.0, momentum=0.0, noise_multiplier=1.0, clip=1.0)
+    common = dict(data=data, network="sample-convnet", training=training, init=None, scores=["loss"], seed=11)
+    alone = deep.run_audit("scratch", "membership", 0, pairs=pairs, gradient_canaries=0, group="random", **common)
+    assert set(alone.scores) == {"random"} and alone.info["group"] == "random"
+    white = deep.run_audit("scratch", "membership", 0, pairs={}, gradient_canaries=32, group="gradient", **common)
+    assert set(white.scores) == {"gradient"} and white.bits["gradient"].shape == (32,)
+    together = deep.run_audit("scratch", "membership", 0, pairs=pairs, gradient_canaries=0, **common)
+    assert together.info["group"] == "all"
+    assert not np.array_equal(together.bits["random"], alone.bits["random"])  # another training's draw
+    with pytest.raises(ParameterError, match="pairs"):
+        deep.run_audit("scratch", "membership", 0, pairs={}, gradient_canaries=0, group="random", **common)

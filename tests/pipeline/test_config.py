@@ -135,7 +135,7 @@ def test_core_preset_trains_only_the_papers_core(repo_root):
         assert knob not in out, knob
 
 
-def test_paper_preset_lists_the_deep_network_audits(repo_root):
+def test_paper_preset_lists_the_deep_network_audits(repo_root, tmp_path):
     """presets/paper.yaml with gpu.yaml: WRN-16-4 on CIFAR-10, 2 cases x 2 games x 5 audits, one
     canary set, one pretraining, one figure (a dry run of the whole workflow)."""
     import re
@@ -150,5 +150,16 @@ def test_paper_preset_lists_the_deep_network_audits(repo_root):
     assert counts == {"deep_canaries": "1", "deep_pretrain": "1", "deep_audit": "20", "deep_figure": "1"}
     for case in ("scratch", "finetune"):
         for game in ("membership", "substitute"):
-            assert f"results/deep/audits/{case}_{game}_4.npz" in proc.stdout
+            assert f"results/deep/audits/{case}_{game}_all_4.npz" in proc.stdout
     assert "data/raw/cifar10/cifar-10-python.tar.gz" in proc.stdout
+    # Table 2 trains one kind per training: deep.separate lists an audit per kind
+    separate = Path(tmp_path) / "separate.yaml"
+    separate.write_text("deep:\n  separate: true\n")
+    proc = subprocess.run([Path(sys.executable).parent / "snakemake", "-n", "--forceall", "--configfile",
+                           "presets/paper.yaml", "presets/gpu.yaml", str(separate)], cwd=repo_root,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    counts = dict(re.findall(r"^(deep_\w+)\s+(\d+)$", proc.stdout, flags=re.M))
+    assert counts["deep_audit"] == str(2 * 2 * 5 * 4)
+    for kind in ("random", "mislabeled", "metagradient", "gradient"):
+        assert f"results/deep/audits/scratch_membership_{kind}_4.npz" in proc.stdout

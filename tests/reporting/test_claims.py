@@ -58,7 +58,8 @@ def deep(gain: float = 0.2, spread: float = 0.02, repeats: int = 3, cases=("scra
                 for kind, level in (("random", 0.1), ("mislabeled", 0.15), ("metagradient", 0.15 + gain)):
                     for procedure in ("steinke", "mahloujifar"):
                         rows.append({"case": case, "game": game, "adjacency": adjacency, "repeat": r,
-                                     "kind": kind, "score": "loss", "procedure": procedure, "family": "dp", "m": 256,
+                                     "kind": kind, "score": "loss", "procedure": procedure, "family": "dp",
+                                     "bonferroni": True, "m": 256,
                                      "epsilon": level + spread * rng.normal(),
                                      "perfect": 5.0, "reference": reference, "eps_add_remove": 8.0,
                                      "eps_substitute": 16.0,

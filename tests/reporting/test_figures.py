@@ -206,7 +206,7 @@ def test_deep_table_summary_and_figure(tmp_path):
                  & (table["kind"] == "metagradient") & (table["case"] == "scratch")]["epsilon"]
     row = summary.loc[("substitute", "steinke", "(eps, delta)-DP", "metagradient")]
     assert row["scratch avg"] == pytest.approx(cell.mean()) and row["scratch med"] == pytest.approx(cell.median())
-    assert row["scratch cap"] == 5.0 and np.isnan(row["scratch ceiling"])  # input kinds have no ceiling
+    assert row["scratch cap"] == 5.0 and pd.isna(row["scratch ceiling"])  # input kinds have no ceiling
     assert row["scratch reference"] == 16.0 and row["scratch audits"] == 3
     fig = figures.deep_one_run(table, "loss", "t")
     titles = [ax.get_title() for ax in fig.axes]

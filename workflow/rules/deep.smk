@@ -14,8 +14,10 @@ if DEEP["source"] is not None:  # null: no deep-network audits
     DEEP_SEED = S.seed(config["seed"], "deep", {})
     DEEP_ARCHIVE = f"data/raw/{DEEP['source']}/{SOURCES[DEEP['source']].filename}"
     DEEP_INPUT_KINDS = [k for k in DEEP["kinds"] if not DEEP_KINDS[k].white_box]
-    DEEP_AUDITS = expand("results/deep/audits/{case}_{game}_{repeat}.npz", case=list(DEEP["cases"]),
-                         game=DEEP["games"], repeat=range(DEEP["repeats"]))
+    # the canaries of a training: every kind together ("all"), or one kind each (deep.separate)
+    DEEP_GROUPS = DEEP["kinds"] if DEEP["separate"] else ["all"]
+    DEEP_AUDITS = expand("results/deep/audits/{case}_{game}_{group}_{repeat}.npz", case=list(DEEP["cases"]),
+                         game=DEEP["games"], group=DEEP_GROUPS, repeat=range(DEEP["repeats"]))
 
     localrules:
         deep_figure,
@@ -83,25 +85,28 @@ if DEEP["source"] is not None:  # null: no deep-network audits
             canaries="results/deep/canaries.npz",
             pretrained=lambda wc: ["results/deep/pretrained.npz"] if wc.case == "finetune" else [],
         output:
-            "results/deep/audits/{case}_{game}_{repeat}.npz",
+            "results/deep/audits/{case}_{game}_{group}_{repeat}.npz",
         wildcard_constraints:
             case=one_of(DEEP["cases"]),
             game=one_of(DEEP["games"]),
+            group=one_of(DEEP_GROUPS),
             repeat=r"\d+",
         params:
             source=DEEP["source"],
             sizes=DEEP["sizes"],
             network=DEEP["network"],
             training=lambda wc: DEEP["cases"][wc.case],
-            gradient_canaries=DEEP["canaries"] if "gradient" in DEEP["kinds"] else 0,
+            kinds=lambda wc: [k for k in DEEP_INPUT_KINDS if wc.group in ("all", k)],
+            gradient_canaries=lambda wc: (DEEP["gradient_canaries"] if "gradient" in DEEP["kinds"]
+                                          and wc.group in ("all", "gradient") else 0),
             scores=DEEP["scores"],
             device=NAT["device"],
             seed=DEEP_SEED,
         threads: 1
         log:
-            "logs/deep/audit_{case}_{game}_{repeat}.log",
+            "logs/deep/audit_{case}_{game}_{group}_{repeat}.log",
         benchmark:
-            "logs/benchmarks/deep/audit_{case}_{game}_{repeat}.tsv"
+            "logs/benchmarks/deep/audit_{case}_{game}_{group}_{repeat}.tsv"
         resources:
             mem_mb=3000,
             runtime=120,
@@ -128,6 +133,7 @@ if DEEP["source"] is not None:  # null: no deep-network audits
             score=DEEP["scores"][0],
             procedures=DEEP["procedures"],
             family=DEEP["family"],
+            bonferroni=DEEP["bonferroni"],
             delta=config["delta"],
             alpha=config["alpha"],
         log:

@@ -9,12 +9,13 @@ use_threads(snakemake.threads)
 p, wc, inp = snakemake.params, snakemake.wildcards, snakemake.input
 data = load_data(inp.archive, p.source, p.sizes, p.seed)
 init = load_weights(inp.pretrained[0]) if inp.pretrained else None
-audit = run_audit(wc.case, wc.game, int(wc.repeat), data=data, pairs=load_canaries(inp.canaries), network=p.network,
+pairs = {kind: made for kind, made in load_canaries(inp.canaries).items() if kind in p.kinds}
+audit = run_audit(wc.case, wc.game, int(wc.repeat), data=data, pairs=pairs, network=p.network,
                   training=Training(**p.training), gradient_canaries=p.gradient_canaries, init=init,
-                  scores=p.scores, seed=p.seed, device=str(resolve_device(p.device)), progress=True)
+                  scores=p.scores, seed=p.seed, group=wc.group, device=str(resolve_device(p.device)), progress=True)
 # Seconds stay in the log and the benchmark file, never in versioned results.
 examples = audit.info["examples"]
-log.info("%s %s %s: %d examples in %.1f s (%.0f examples/s with Opacus), test accuracy %.4f, history %s",
-         wc.case, wc.game, wc.repeat, examples, audit.seconds, examples / audit.seconds,
+log.info("%s %s %s %s: %d examples in %.1f s (%.0f examples/s with Opacus), test accuracy %.4f, history %s",
+         wc.case, wc.game, wc.group, wc.repeat, examples, audit.seconds, examples / audit.seconds,
          audit.info["test_accuracy"], audit.history)
 save_audit(snakemake.output[0], audit)

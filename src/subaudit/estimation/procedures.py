@@ -44,7 +44,7 @@ from subaudit.estimation.one_run import FDP_FAMILIES, DPSGDCurve, best_one_run_e
 from subaudit.validation import ParameterError, check_choice, check_count, check_probability
 
 __all__ = ["ADJACENCY", "FAMILY_LABELS", "GAMES", "PROCEDURES", "Procedure", "ScoreSet", "bound_rows", "family_of",
-           "least_canaries", "perfect_epsilon", "procedure_epsilon"]
+           "least_canaries", "perfect_epsilon", "procedure_epsilon", "bound_label"]
 
 
 #: The games of a one-run audit and the adjacency each one's bits change.
@@ -83,6 +83,12 @@ PROCEDURES: dict[str, Procedure] = {p.name: p for p in (
 #: What each f-DP family's bound is called wherever it is printed (the procedures of method
 #: ``"fdp"``; the Steinke bound is always an (eps, delta) one).
 FAMILY_LABELS: dict[str, str] = {"dp": "(eps, delta)-DP", "gdp": "mu-GDP test", "dpsgd": "DP-SGD curve"}
+
+
+def bound_label(family: str, bonferroni: bool = True) -> str:
+    """What a bound is, wherever it is printed: its family's label, and "uncorrected: not valid"
+    for the papers' best guess count without the Bonferroni correction."""
+    return FAMILY_LABELS[family] + ("" if bonferroni else "; uncorrected guess count: not valid")
 
 
 def family_of(procedure: str, family: str) -> str:
@@ -177,13 +183,14 @@ def _accountant(segments: tuple[tuple[float, float, int], ...], delta: float) ->
 
 
 def bound_rows(sets: Sequence[ScoreSet], *, game: str, history: Sequence[Sequence[float]], delta: float,
-               alpha: float, procedures: Sequence[str] = tuple(PROCEDURES), family: str = "dp"
-               ) -> list[dict[str, Any]]:
+               alpha: float, procedures: Sequence[str] = tuple(PROCEDURES), family: str = "dp",
+               bonferroni: bool = True) -> list[dict[str, Any]]:
     """Rows of one audit: per (score set, procedure) the lower bound at confidence ``1 - alpha``
     (f-DP procedures: of ``family``'s curve, named in the row), the most its m canaries can
     show, the accountant's epsilon of the training (``history`` of (sigma, q, steps), Opacus'
     format) under both adjacencies and the game's (``reference``), and the final-iterate
-    ceiling for white-box canaries of a one-setting training."""
+    ceiling for white-box canaries of a one-setting training. ``bonferroni=False`` takes the
+    papers' uncorrected best guess count (column ``bonferroni``): not valid, for reproduction."""
     from subaudit.estimation.ceilings import final_iterate_epsilon
 
     adjacency = ADJACENCY[check_choice(game, "game", GAMES)]
@@ -198,9 +205,10 @@ def bound_rows(sets: Sequence[ScoreSet], *, game: str, history: Sequence[Sequenc
         m = int(np.size(s.bits))
         for p in procedures:
             fam = family_of(p, family)
-            rows.append({"canaries": s.canaries, "score": s.score, "procedure": p, "family": fam, "m": m,
+            rows.append({"canaries": s.canaries, "score": s.score, "procedure": p, "family": fam,
+                         "bonferroni": bool(bonferroni), "m": m,
                          "epsilon": procedure_epsilon(p, s.scores, s.bits, delta, alpha, game=game, family=fam,
-                                                      history=segments),
+                                                      history=segments, bonferroni=bonferroni),
                          "perfect": perfect_epsilon(p, m, delta, alpha, family=fam),
                          "adjacency": adjacency, "reference": accountant[adjacency],
                          "eps_add_remove": accountant["add-remove"], "eps_substitute": accountant["substitute"],

@@ -277,6 +277,9 @@ class OneRunAudit:
         self._check_loader(data_loader)
         total = sum(p.numel() for p in optimizer.params)
         m = self.gradient_count
+        if m > total:
+            raise ParameterError("gradient_canaries", m, f"at most the {total} parameters of the model (one canary "
+                                                         "a coordinate)")
         if coordinates is None:
             rng = np.random.default_rng(derive_seed(self.seed, "gradient-coordinates"))
             coords = np.sort(rng.choice(total, size=m, replace=False))

@@ -41,7 +41,8 @@ from subaudit.scenarios.deep import CASES, DEEP_KINDS, Pairs, make_pairs
 from subaudit.seeding import derive_seed
 from subaudit.validation import ParameterError, check_choice, check_count
 
-__all__ = ["DeepAudit", "DeepData", "Training", "accuracy", "audit_examples", "audit_rows", "load_audit",
+__all__ = ["DeepAudit", "DeepData", "Training", "accuracy", "audit_examples", "audit_rows", "augment",
+           "average_augmentations", "load_audit",
            "load_canaries", "load_data", "load_weights", "make_canaries", "pretrain", "run_audit", "save_audit",
            "save_canaries", "save_weights", "split_images", "train_private", "training_rate"]
 
@@ -168,9 +169,42 @@ def pretrain(network: str, data: DeepData, *, epochs: int, batch: int, lr: float
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
+def augment(x: torch.Tensor, copies: int, generator: torch.Generator, pad: int = 4) -> torch.Tensor:
+    """``copies`` augmentations of each image of ``x`` (B, C, H, W), in record order (B * copies, C,
+    H, W): a random crop of the zero-padded image (``pad`` pixels each side) and a horizontal flip
+    with probability 1/2, the standard CIFAR-10 augmentation of De et al. 2022; drawn from
+    ``generator``."""
+    b, _, h, w = x.shape
+    n = b * check_count(copies, "augmentations")
+    padded = torch.nn.functional.pad(x, (pad, pad, pad, pad)).repeat_interleave(copies, dim=0)
+    dy = torch.randint(0, 2 * pad + 1, (n,), generator=generator)
+    dx = torch.randint(0, 2 * pad + 1, (n,), generator=generator)
+    flip = torch.rand(n, generator=generator) < 0.5
+    rows = (dy[:, None] + torch.arange(h)[None, :]).to(x.device)        # (n, h)
+    cols = (dx[:, None] + torch.arange(w)[None, :]).to(x.device)        # (n, w)
+    cols = torch.where(flip.to(x.device)[:, None], cols.flip(1), cols)
+    index = torch.arange(n, device=x.device)[:, None, None]
+    out = padded.permute(0, 2, 3, 1)[index, rows[:, :, None], cols[:, None, :]]  # (n, h, w, C)
+    return out.permute(0, 3, 1, 2).contiguous()
+
+
+def average_augmentations(params: Any, copies: int) -> None:
+    """Augmentation multiplicity (De et al. 2022) inside Opacus: after a backward pass over
+    ``copies`` augmentations of each record (in record order, :func:`augment`), replace each
+    parameter's per-sample gradients (``p.grad_sample``, B * copies rows) by their mean over
+    each record's copies (B rows), so that the DP optimiser clips one averaged gradient per
+    record. Call between ``loss.backward()`` and ``optimizer.step()``."""
+    k = check_count(copies, "augmentations")
+    for p in params:
+        g = getattr(p, "grad_sample", None)
+        if g is not None and k > 1:
+            p.grad_sample = g.reshape(g.shape[0] // k, k, *g.shape[1:]).mean(1)
+
+
 @dataclass(frozen=True)
 class Training:
-    """The DP training of one audit: Opacus' settings (params.yaml ``deep.cases.<case>``)."""
+    """The DP training of one audit: Opacus' settings (params.yaml ``deep.cases.<case>``);
+    ``augmentations`` is the augmentation multiplicity K (1: none)."""
 
     steps: int
     batch: int
@@ -178,6 +212,7 @@ class Training:
     momentum: float
     noise_multiplier: float
     clip: float
+    augmentations: int = 1
 
 
 @dataclass(frozen=True)
@@ -212,32 +247,41 @@ def train_private(model: torch.nn.Module, audit: OneRunAudit, base: TensorDatase
         noise_generator=torch.Generator(device=device).manual_seed(derive_seed(seed, "dp-noise")))
     if gradient:
         audit.attach(optimizer, loader)
-    step, examples = 0, 0
+    step, examples, k = 0, 0, check_count(training.augmentations, "augmentations")
+    views = torch.Generator().manual_seed(derive_seed(seed, "augmentations"))
     with tqdm(total=training.steps, desc="DP training", disable=not progress) as bar:
         while step < training.steps:
             for xb, yb in loader:
                 if step == training.steps:
                     break
                 optimizer.zero_grad()
+                if k > 1:
+                    xb, yb = augment(xb, k, views), yb.repeat_interleave(k)
                 F.cross_entropy(model(xb.to(device)), yb.to(device)).backward()
+                average_augmentations(model.parameters(), k)
                 optimizer.step()
                 step += 1
-                examples += len(yb)
+                examples += len(yb) // k
                 bar.update()
     return model, optimizer, loader, engine, examples
 
 
 def run_audit(case: str, game: str, repeat: int, *, data: DeepData, pairs: Mapping[str, Pairs], network: str,
               training: Training, gradient_canaries: int, init: Mapping[str, torch.Tensor] | None,
-              scores: Sequence[str], seed: int, device: str = "cpu", progress: bool = False) -> DeepAudit:
-    """One audit: one DP training of ``network`` holding every kind's canaries (``pairs``)
-    and ``gradient_canaries`` white-box ones; their scores and secret bits kind by kind
-    (bounds: :func:`audit_rows`, so that a change of delta, alpha or procedure retrains nothing)."""
+              scores: Sequence[str], seed: int, group: str = "all", device: str = "cpu",
+              progress: bool = False) -> DeepAudit:
+    """One audit: one DP training of ``network`` holding the canaries of ``pairs`` (its input
+    kinds) and ``gradient_canaries`` white-box ones; their scores and secret bits kind by kind
+    (bounds: :func:`audit_rows`, so that a change of delta, alpha or procedure retrains nothing).
+    ``group`` names the training's canaries ("all": every kind together; else the one kind it
+    holds, as Table 2 trains them) and enters its seeds, so each group's trainings are its own."""
     check_choice(case, "case", CASES)
     if (case == "finetune") != (init is not None):
         raise ParameterError("init", "given" if init is not None else None,
                              "pretrained weights for finetune, none for scratch")
-    key = (case, game, int(repeat))
+    key = (case, game, int(repeat)) if group == "all" else (case, game, int(repeat), group)
+    if not pairs and not gradient_canaries:
+        raise ParameterError("pairs", {}, "some input canaries or gradient_canaries > 0")
     channels, side = data.shape
     model = build(network, classes=data.classes, channels=channels, size=side,
                   seed=derive_seed(seed, "deep-init", *key))
@@ -256,7 +300,7 @@ def run_audit(case: str, game: str, repeat: int, *, data: DeepData, pairs: Mappi
             gradient=gradient_canaries > 0, device=device, progress=progress)
     seconds = time.perf_counter() - start
     audit.verify(model, loader)
-    by_score = {s: audit.scores(model, s) for s in scores}
+    by_score = {s: audit.scores(model, s) for s in scores} if kinds else {}
     kept_scores: dict[str, dict[str, np.ndarray]] = {}
     kept_bits: dict[str, np.ndarray] = {}
     offset = 0
@@ -269,7 +313,7 @@ def run_audit(case: str, game: str, repeat: int, *, data: DeepData, pairs: Mappi
         kept_scores["gradient"] = {"update": audit.gradient_scores(optimizer)}
         kept_bits["gradient"] = audit.gradient_bits
     history = tuple((float(s), float(q), int(t)) for s, q, t in engine.accountant.history)
-    info = {"case": case, "game": game, "repeat": int(repeat), "steps": training.steps,
+    info = {"case": case, "game": game, "group": group, "repeat": int(repeat), "steps": training.steps,
             "noise_multiplier": training.noise_multiplier, "sample_rate": history[0][1],
             "test_accuracy": accuracy(model, data.test[0].to(device), data.test[1].to(device)),
             "examples": examples}
@@ -304,14 +348,15 @@ def load_audit(path: str) -> DeepAudit:
 
 
 def audit_rows(audit: DeepAudit, *, delta: float, alpha: float, procedures: Sequence[str],
-               family: str = "dp") -> list[dict[str, Any]]:
+               family: str = "dp", bonferroni: bool = True) -> list[dict[str, Any]]:
     """An audit's rows (per kind, score and procedure: the bound, of ``family``'s curve for the
     f-DP procedures, beside the accountant's epsilon of its training and, for gradient
-    canaries, the ceiling), with its description."""
+    canaries, the ceiling), with its description. ``bonferroni=False``: the papers' uncorrected
+    best guess count, not valid (reproduction only)."""
     sets = [ScoreSet(kind, score, values, audit.bits[kind], DEEP_KINDS[kind].white_box)
             for kind, by_score in audit.scores.items() for score, values in by_score.items()]
     rows = bound_rows(sets, game=audit.info["game"], history=audit.history, delta=delta, alpha=alpha,
-                      procedures=procedures, family=family)
+                      procedures=procedures, family=family, bonferroni=bonferroni)
     described = {k: v for k, v in audit.info.items() if k != "examples"}
     return [{**described, "kind": r.pop("canaries"), **r} for r in rows]
 
@@ -350,6 +395,8 @@ def training_rate(network: str, *, classes: int, channels: int, side: int, batch
 
 def audit_examples(deep_params: Mapping[str, Any]) -> dict[str, int]:
     """Examples the DP trainings of a ``deep`` configuration process, per case (all its
-    audits: games x repeats, each steps x batch in expectation)."""
+    audits: games x repeats, each steps x batch x augmentations in expectation: every
+    augmented view is a forward and backward pass)."""
     audits = len(deep_params["games"]) * int(deep_params["repeats"])
-    return {case: audits * int(c["steps"]) * int(c["batch"]) for case, c in deep_params["cases"].items()}
+    return {case: audits * int(c["steps"]) * int(c["batch"]) * int(c.get("augmentations", 1))
+            for case, c in deep_params["cases"].items()}

@@ -208,10 +208,13 @@ def _check_deep(params: Mapping[str, Any], source: str) -> None:
     if need > deep["sizes"]["pool"]:
         raise _invalid(source, "deep.sizes.pool", deep["sizes"]["pool"],
                        f"at least 2 x canaries x input kinds = {need} held-out images")
-    for p in deep["procedures"]:
-        if perfect_epsilon(p, deep["canaries"], params["delta"], params["alpha"], family=deep["family"]) <= 0:
-            raise _invalid(source, "deep.canaries", deep["canaries"],
-                           f"enough for a positive bound by {p} at confidence {1 - params['alpha']:g}")
+    counts = {"canaries": deep["canaries"] if inputs else None,
+              "gradient_canaries": deep["gradient_canaries"] if "gradient" in deep["kinds"] else None}
+    for key, count in counts.items():
+        for p in deep["procedures"] if count else ():
+            if perfect_epsilon(p, count, params["delta"], params["alpha"], family=deep["family"]) <= 0:
+                raise _invalid(source, f"deep.{key}", count,
+                               f"enough for a positive bound by {p} at confidence {1 - params['alpha']:g}")
 
 
 def _check_reconstruction(params: Mapping[str, Any], source: str) -> None:

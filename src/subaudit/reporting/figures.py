@@ -20,7 +20,7 @@ import seaborn as sns  # noqa: E402
 
 from subaudit.artifacts import atomic_path  # noqa: E402
 from subaudit.estimation import ESTIMATORS  # noqa: E402
-from subaudit.estimation.procedures import FAMILY_LABELS  # noqa: E402
+from subaudit.estimation.procedures import bound_label  # noqa: E402
 from subaudit.scenarios import SCENARIOS  # noqa: E402
 from subaudit.reporting.tables import CEILING, EPS_AR, EPS_GROUP, EPS_S, FINITE_R  # noqa: E402
 
@@ -357,8 +357,9 @@ def deep_one_run(table: pd.DataFrame, score: str, title: str) -> plt.Figure:
     handles, labels = axes[0][0].get_legend_handles_labels()
     if axes[0][0].get_legend() is not None:
         axes[0][0].get_legend().remove()
-    family = mine.groupby("procedure")["family"].first()
-    fig.legend(handles, [f"{lab} procedure ({FAMILY_LABELS[family[lab]]})" for lab in labels],
+    first = mine.groupby("procedure")[["family", "bonferroni"]].first()
+    fig.legend(handles, [f"{lab} procedure ({bound_label(first.loc[lab, 'family'], first.loc[lab, 'bonferroni'])})"
+                         for lab in labels],
                loc="outside lower center", ncol=len(labels), frameon=False)
     reps = int(mine.groupby(["game", "case", "kind", "procedure"])["epsilon"].size().max())
     m = int(mine["m"].max())

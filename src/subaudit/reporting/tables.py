@@ -15,7 +15,7 @@ import pandas as pd
 
 from subaudit.estimation.ceilings import final_iterate_epsilon
 from subaudit.estimation import estimate_epsilon, finite_r_ceiling
-from subaudit.estimation.procedures import FAMILY_LABELS, GAMES, PROCEDURES
+from subaudit.estimation.procedures import FAMILY_LABELS, GAMES, PROCEDURES, bound_label
 from subaudit.scenarios import SCENARIOS
 from subaudit.scenarios.deep import CASES, DEEP_KINDS, SCORES
 
@@ -264,7 +264,8 @@ def one_run_table(step_acc: pd.DataFrame, one_run: Iterable[Mapping[str, Any]],
 #: :data:`subaudit.estimation.procedures.FAMILY_LABELS`), the most m canaries can show, the accountants' epsilon of
 #: that training (``reference``: the game's adjacency), the ceiling (gradient canaries), and
 #: the audit's cost in trainings (one: a one-run audit).
-DEEP_COLUMNS = ("case", "game", "adjacency", "repeat", "kind", "score", "procedure", "family", "m", "epsilon",
+DEEP_COLUMNS = ("case", "game", "adjacency", "group", "repeat", "kind", "score", "procedure", "family", "bonferroni",
+                "m", "epsilon",
                 "perfect",
                 "reference", "eps_add_remove", "eps_substitute", "ceiling", "test_accuracy", "sample_rate",
                 "steps", "noise_multiplier", "trainings")
@@ -294,10 +295,14 @@ def deep_summary(table: pd.DataFrame, score: str) -> pd.DataFrame:
     out = mine.groupby(["game", "procedure", "family", "kind", "case"], sort=False).agg(
         avg=("epsilon", "mean"), med=("epsilon", "median"), audits=("epsilon", "size"),
         cap=("perfect", "max"), ceiling=("ceiling", "mean"), reference=("reference", "mean")).reset_index()
-    out["family"] = out["family"].map(FAMILY_LABELS)
+    corrected = mine.groupby("procedure")["bonferroni"].first().fillna(True)
+    out["family"] = [bound_label(f, bool(corrected[p])) for f, p in zip(out["family"], out["procedure"])]
     wide = out.pivot_table(index=["game", "procedure", "family", "kind"], columns="case",
                            values=["avg", "med", "cap", "ceiling", "reference", "audits"], sort=False)
     wide.columns = [f"{case} {stat}" for stat, case in wide.columns]
     cases = list(dict.fromkeys(out["case"]))
     ordered = [f"{c} {s}" for c in cases for s in ("avg", "med", "cap", "ceiling", "reference", "audits")]
-    return wide.reindex(columns=ordered).reset_index()
+    wide = wide.reindex(columns=ordered)
+    for c in cases:
+        wide[f"{c} audits"] = wide[f"{c} audits"].astype("Int64")  # a count, not a float
+    return wide.reset_index()
