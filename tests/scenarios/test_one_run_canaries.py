@@ -90,5 +90,13 @@ def test_one_run_gradient_audit_has_the_closed_form_accuracy():
     true = gdp_epsilon(2 * math.sqrt(steps) / sigma, 1e-5)
     eps = np.array([r["epsilon"] for r in records])
     assert (eps <= true).all() and np.median(eps) > 0.5
+    assert {(r["method"], r["family"]) for r in records} == {("steinke", "dp"), ("fdp", "dp")}
+    # the mu-GDP test, labelled so: a Gaussian mechanism here, so it stays below too, and above the default
+    gdp = one_run_estimates(audit, 1e-5, 0.05, ["fdp"], family="gdp")
+    assert {r["family"] for r in gdp} == {"gdp"}
+    gdp_eps = np.array([r["epsilon"] for r in gdp])
+    assert (gdp_eps <= true).all() and (gdp_eps >= eps[1::2]).all()
     with pytest.raises(ParameterError):
         one_run_estimates(audit, 1e-5, 0.05, ["lira"])
+    with pytest.raises(ParameterError, match="dp"):
+        one_run_estimates(audit, 1e-5, 0.05, ["fdp"], family="dpsgd")  # needs the training's DPConfig

@@ -2,9 +2,10 @@
 # source is split into a private training set, a held-out canary pool, public images and a
 # test set; every input canary kind is made once (the metagradient kind optimised through a
 # proxy CNN's non-private training); a network is pretrained on the public images for the
-# fine-tuning case; then each audit is one DP training (Opacus, Poisson sampling) holding
-# every kind's canaries, per case, game and repeat.  The figure and the report's table are
-# shaped like Table 2 of the canary-optimisation paper.
+# fine-tuning case; then each audit is one DP training (Opacus, Poisson sampling at
+# batch / sizes.train whatever the secret bits) holding every kind's canaries, or one kind's
+# (deep.separate), per case, game and repeat.  The figure and the report's table are shaped
+# like Table 2 of the canary-optimisation paper.
 
 DEEP = config["deep"]
 
@@ -78,8 +79,8 @@ if DEEP["source"] is not None:  # null: no deep-network audits
             "../scripts/deep_pretrain.py"
 
     rule deep_audit:
-        """One one-run audit: a DP training with Opacus holding every kind's canaries; their
-        scores, secret bits and the training's history (bounds: deep_figure)."""
+        """One one-run audit: a DP training with Opacus holding the canaries of its group (every
+        kind, or one); their scores, secret bits and the training's history (bounds: deep_figure)."""
         input:
             archive=DEEP_ARCHIVE,
             canaries="results/deep/canaries.npz",

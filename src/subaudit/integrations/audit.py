@@ -202,7 +202,7 @@ class OneRunAudit:
         self.gradient_bits = (draw_bits(self.seed, self.gradient_count, "gradient") if self.gradient_count
                               else np.zeros(0, np.int64))
         self._dataset: CanaryDataset | None = None
-        self._sampling: tuple[Any, float, int] | None = None  # (loader, q, expected batch) of make_private
+        self._loader: Any = None  # the Poisson loader make_private built (its rate ignores the bits)
         self._initial: np.ndarray | None = None
         self._gradient: GradientCanaries | None = None
 
@@ -247,7 +247,7 @@ class OneRunAudit:
                               expected_batch_size=b, loss_reduction="mean", generator=noise_generator)
         private.attach_step_hook(engine.accountant.get_optimizer_hook_fn(sample_rate=q))
         loader = DPDataLoader(self.dataset(base), sample_rate=q, generator=generator)
-        self._sampling = (loader, q, b)
+        self._loader = loader
         return model, private, loader
 
     @staticmethod
@@ -361,8 +361,7 @@ class OneRunAudit:
         if self.pairs and (self._dataset is None or data_loader.dataset is not self._dataset):
             raise AuditError("the canaries are not in the training data: build the loader on "
                              "audit.dataset(base) before make_private, never insert canaries into batches")
-        fixed = self._sampling is not None and data_loader is self._sampling[0]
-        if self.pairs and self.game == "membership" and not fixed:
+        if self.pairs and self.game == "membership" and (self._loader is None or data_loader is not self._loader):
             raise AuditError("in the membership game the dataset's size depends on the secret bits, and "
                              "PrivacyEngine.make_private derives the sample rate and the expected batch size "
                              "from it: build the training with audit.make_private(engine, ..., base=..., "
