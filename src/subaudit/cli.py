@@ -182,6 +182,7 @@ def _cmd_one_run(args: argparse.Namespace) -> None:
     import pandas as pd
 
     from subaudit.estimation.one_run import FDP_FAMILIES, best_one_run_epsilon
+    from subaudit.estimation.procedures import claim_prefix
 
     family, mechanism = _one_run_family(args)
     counts = (args.canaries, args.guesses, args.correct)
@@ -210,8 +211,7 @@ def _cmd_one_run(args: argparse.Namespace) -> None:
         out = {"epsilon": eps, "method": args.method, "canaries": args.canaries,
                "guesses": args.guesses, "correct": args.correct}
     out.update(delta=args.delta, alpha=args.alpha, k=args.k, family=family, tests=FDP_FAMILIES[family])
-    claim = "mu-GDP test: epsilon >=" if family == "gdp" else "epsilon >="
-    _emit(out, args.json, f"{claim} {eps:.6g} at delta = {args.delta:g} (one-run {args.method}, "
+    _emit(out, args.json, f"{claim_prefix(family)} {eps:.6g} at delta = {args.delta:g} (one-run {args.method}, "
                           f"confidence {1 - args.alpha:g}; {FDP_FAMILIES[family]})")
 
 

@@ -126,7 +126,7 @@ def test_one_run_table_and_figure():
     acc = pd.DataFrame([{"q": q, "sigma": s, "delta": 1e-5, "step": t, "eps_substitute": 4.0 * t / 100,
                          "eps_add_remove": 2.0 * t / 100} for q, s in ((1.0, 20.0), (0.25, 5.0))
                         for t in (50, 100)])
-    one = [{"kind": kind, "q": q, "repeat": r, "method": m, "epsilon": e + r * 0.1, "canaries": 50}
+    one = [{"kind": kind, "q": q, "repeat": r, "method": m, "family": "dp", "epsilon": e + r * 0.1, "canaries": 50}
            for kind in ("gradient", "label") for q in (1.0, 0.25) for r in range(3)
            for m, e in (("steinke", 1.0), ("fdp", 1.5))]
     one += [{**r, "family": "gdp", "epsilon": 2 * r["epsilon"]} for r in one if r["method"] == "fdp"]

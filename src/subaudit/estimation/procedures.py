@@ -44,7 +44,7 @@ from subaudit.estimation.one_run import FDP_FAMILIES, DPSGDCurve, best_one_run_e
 from subaudit.validation import ParameterError, check_choice, check_count, check_probability
 
 __all__ = ["ADJACENCY", "FAMILY_LABELS", "GAMES", "PROCEDURES", "Procedure", "ScoreSet", "bound_rows", "family_of",
-           "least_canaries", "perfect_epsilon", "procedure_epsilon", "bound_label"]
+           "least_canaries", "perfect_epsilon", "procedure_epsilon", "bound_label", "claim_prefix"]
 
 
 #: The games of a one-run audit and the adjacency each one's bits change.
@@ -91,6 +91,11 @@ def bound_label(family: str, bonferroni: bool = True) -> str:
     return FAMILY_LABELS[family] + ("" if bonferroni else "; uncorrected guess count: not valid")
 
 
+def claim_prefix(family: str) -> str:
+    """How a bound is introduced wherever it is printed: a mu-GDP test says so."""
+    return "mu-GDP test: epsilon >=" if family == "gdp" else "epsilon >="
+
+
 def family_of(procedure: str, family: str) -> str:
     """The trade-off family ``procedure``'s bound tests: ``family`` for an f-DP procedure, ``"dp"``
     for the others."""
@@ -134,6 +139,7 @@ def procedure_epsilon(procedure: str, scores, bits, delta: float, alpha: float =
                                 mechanism=_mechanism(fam, g, history), bonferroni=bonferroni)
 
 
+@lru_cache(maxsize=256)
 def perfect_epsilon(procedure: str, canaries: int, delta: float, alpha: float = 0.05, *,
                     family: str = "dp") -> float:
     """The bound that guessing every bit right gives with ``canaries`` slots: the most an

@@ -58,6 +58,7 @@ from subaudit.estimation.procedures import (
     PROCEDURES,
     ScoreSet,
     bound_rows,
+    claim_prefix,
     family_of,
     least_canaries,
     perfect_epsilon,
@@ -161,7 +162,7 @@ class AuditReport:
         for r in self.rows:
             ceiling = f", ceiling {r['ceiling']:.4g}" if r.get("ceiling") is not None else ""
             test = f"{r['procedure']} ({FAMILY_LABELS[r['family']]})"
-            claim = "mu-GDP test: epsilon >=" if r["family"] == "gdp" else "epsilon >="
+            claim = claim_prefix(r["family"])
             lines.append(f"  {r['canaries']:<8} {r['score']:<9} {test:<34} {claim} {r['epsilon']:.4g}"
                          f" (m = {r['m']}, most possible {r['perfect']:.4g}{ceiling})")
         return "\n".join(lines)

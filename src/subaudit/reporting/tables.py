@@ -224,8 +224,6 @@ def one_run_table(step_acc: pd.DataFrame, one_run: Iterable[Mapping[str, Any]],
     seconds are in the one-run jobs' logs and benchmarks)."""
     acc = step_acc[step_acc["step"] == step_acc.groupby("q")["step"].transform("max")]
     one = pd.DataFrame(list(one_run))
-    if not one.empty:  # records without a family are (eps, delta) bounds
-        one["family"] = one["family"].fillna("dp") if "family" in one else "dp"
     est = pd.DataFrame(list(r_run))
     rows = []
     for kind, scenario in compare_with.items():
@@ -295,7 +293,7 @@ def deep_summary(table: pd.DataFrame, score: str) -> pd.DataFrame:
     out = mine.groupby(["game", "procedure", "family", "kind", "case"], sort=False).agg(
         avg=("epsilon", "mean"), med=("epsilon", "median"), audits=("epsilon", "size"),
         cap=("perfect", "max"), ceiling=("ceiling", "mean"), reference=("reference", "mean")).reset_index()
-    corrected = mine.groupby("procedure")["bonferroni"].first().fillna(True)
+    corrected = mine.groupby("procedure")["bonferroni"].first()
     out["family"] = [bound_label(f, bool(corrected[p])) for f, p in zip(out["family"], out["procedure"])]
     wide = out.pivot_table(index=["game", "procedure", "family", "kind"], columns="case",
                            values=["avg", "med", "cap", "ceiling", "reference", "audits"], sort=False)
