@@ -20,7 +20,8 @@ from subaudit.validation import ParameterError
 pytestmark = [pytest.mark.filterwarnings("ignore:Full backward hook"),
               pytest.mark.filterwarnings("ignore:Secure RNG")]
 
-METAGRADIENT = {"metasteps": 2, "canary_lr": 0.05, "width": 4, "steps": 3, "batch": 32, "lr": 0.5, "base": 64}
+METAGRADIENT = {"metasteps": 2, "canary_lr": 0.05, "network": "cnn", "width": 4, "steps": 3, "batch": 32, "lr": 0.5,
+                "base": 64, "base_from": "public"}
 
 
 def test_networks_are_the_papers_and_opacus_can_train_them():
@@ -78,6 +79,37 @@ def test_canary_kinds_draw_disjoint_pool_images(data):
         make_pairs("gradient", pool_x, pool_y, 4, classes=10, seed=0)
     with pytest.raises(ParameterError, match="pool"):
         deep.make_canaries(data, kinds, 64, seed=3, metagradient=METAGRADIENT)
+
+
+@pytest.mark.parametrize("base_from", ["public", "train"])
+def test_the_proxy_trains_on_the_records_base_from_names(data, base_from):
+    """base_from: train optimises against the audited training's own non-canary images (as
+    the paper), public against the public images: the canaries equal the kind's own
+    optimisation given those records, and differ between the two."""
+    from subaudit.seeding import derive_seed
+
+    options = {**METAGRADIENT, "network": "resnet-9", "lr": 0.1, "base_from": base_from}
+    pairs = deep.make_canaries(data, ["metagradient"], 8, seed=3, metagradient=options)["metagradient"]
+    records = data.train if base_from == "train" else data.public
+    direct = make_pairs("metagradient", data.pool[0][:16], data.pool[1][:16], 8, classes=10,
+                        seed=derive_seed(3, "deep-kind", "metagradient"), base=records, options=options)
+    assert torch.equal(pairs.x, direct.x) and torch.equal(pairs.y, direct.y)
+    other = {**options, "base_from": "public" if base_from == "train" else "train"}
+    assert not torch.equal(pairs.x, deep.make_canaries(data, ["metagradient"], 8, seed=3,
+                                                       metagradient=other)["metagradient"].x)
+    with pytest.raises(ParameterError, match="base_from"):
+        deep.make_canaries(data, ["metagradient"], 8, seed=3, metagradient={**options, "base_from": "test"})
+
+
+def test_the_cost_counts_every_training():
+    """audit_examples: games x repeats x trainings per audit (one per kind when separate) x
+    steps x batch x augmentations."""
+    d = {"games": ["membership", "substitute"], "repeats": 3, "kinds": ["random", "gradient", "mislabeled"],
+         "cases": {"scratch": {"steps": 5, "batch": 7, "augmentations": 2}, "finetune": {"steps": 11, "batch": 13}},
+         "separate": False}
+    assert deep.audit_examples(d) == {"scratch": 2 * 3 * 5 * 7 * 2, "finetune": 2 * 3 * 11 * 13}
+    d["separate"] = True
+    assert deep.audit_examples(d) == {"scratch": 3 * 2 * 3 * 5 * 7 * 2, "finetune": 3 * 2 * 3 * 11 * 13}
 
 
 def _audit(data, pairs, game, case="scratch", init=None, threads=None):

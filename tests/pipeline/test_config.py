@@ -61,6 +61,12 @@ def test_shipped_params_and_presets_validate(repo_root):
         (lambda p: p["natural"]["experiments"]["text"].__setitem__("s6_lr", 0), "s6_lr"),
         (lambda p: p["natural"]["experiments"]["tabular"].__setitem__("hidden", [64, 32]),
          "natural.experiments.tabular.hidden = [64, 32] is invalid; allowed: [] or one hidden layer"),
+        (lambda p: p["deep"]["metagradient"].__setitem__("network", "resnet-18"),
+         "deep.metagradient.network = 'resnet-18' is invalid; allowed: one of cnn, resnet-9"),
+        (lambda p: p["deep"]["metagradient"].__setitem__("base_from", "test"),
+         "deep.metagradient.base_from = 'test' is invalid; allowed: one of public, train"),
+        (lambda p: p["deep"]["metagradient"].__setitem__("base", 10**6),
+         "deep.metagradient.base = 1000000 is invalid; allowed: at most deep.sizes.public = "),
         (lambda p: p["ablations"]["clip"].__setitem__("values", [0.0]), "ablations.clip.values[0] = 0.0"),
         (lambda p: p["ablations"]["lr"].__setitem__("q", 1.5), "ablations.lr.q = 1.5"),
         (lambda p: p["ablations"]["steps"].__setitem__("values", [100.5]),
@@ -136,30 +142,33 @@ def test_core_preset_trains_only_the_papers_core(repo_root):
 
 
 def test_paper_preset_lists_the_deep_network_audits(repo_root, tmp_path):
-    """presets/paper.yaml with gpu.yaml: WRN-16-4 on CIFAR-10, 2 cases x 2 games x 5 audits, one
-    canary set, one pretraining, one figure (a dry run of the whole workflow)."""
+    """presets/paper.yaml with gpu.yaml: WRN-16-4 on CIFAR-10, 2 cases x 2 games x 5 audits x 4
+    kinds (one kind per training, as Table 2), one canary set, one pretraining, one figure (a
+    dry run of the whole workflow); deep.separate: false trains every kind together."""
     import re
     import subprocess
     import sys
     from pathlib import Path
 
-    proc = subprocess.run([Path(sys.executable).parent / "snakemake", "-n", "--forceall", "--configfile",
-                           "presets/paper.yaml", "presets/gpu.yaml"], cwd=repo_root, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    counts = dict(re.findall(r"^(deep_\w+)\s+(\d+)$", proc.stdout, flags=re.M))
-    assert counts == {"deep_canaries": "1", "deep_pretrain": "1", "deep_audit": "20", "deep_figure": "1"}
+    def dry_run(*extra: str) -> str:
+        proc = subprocess.run([Path(sys.executable).parent / "snakemake", "-n", "--forceall", "--configfile",
+                               "presets/paper.yaml", "presets/gpu.yaml", *extra], cwd=repo_root,
+                              capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        return proc.stdout
+
+    out = dry_run()
+    counts = dict(re.findall(r"^(deep_\w+)\s+(\d+)$", out, flags=re.M))
+    assert counts == {"deep_canaries": "1", "deep_pretrain": "1", "deep_audit": str(2 * 2 * 5 * 4),
+                      "deep_figure": "1"}
     for case in ("scratch", "finetune"):
         for game in ("membership", "substitute"):
-            assert f"results/deep/audits/{case}_{game}_all_4.npz" in proc.stdout
-    assert "data/raw/cifar10/cifar-10-python.tar.gz" in proc.stdout
-    # Table 2 trains one kind per training: deep.separate lists an audit per kind
-    separate = Path(tmp_path) / "separate.yaml"
-    separate.write_text("deep:\n  separate: true\n")
-    proc = subprocess.run([Path(sys.executable).parent / "snakemake", "-n", "--forceall", "--configfile",
-                           "presets/paper.yaml", "presets/gpu.yaml", str(separate)], cwd=repo_root,
-                          capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    counts = dict(re.findall(r"^(deep_\w+)\s+(\d+)$", proc.stdout, flags=re.M))
-    assert counts["deep_audit"] == str(2 * 2 * 5 * 4)
-    for kind in ("random", "mislabeled", "metagradient", "gradient"):
-        assert f"results/deep/audits/scratch_membership_{kind}_4.npz" in proc.stdout
+            for kind in ("random", "mislabeled", "metagradient", "gradient"):
+                assert f"results/deep/audits/{case}_{game}_{kind}_4.npz" in out
+    assert "data/raw/cifar10/cifar-10-python.tar.gz" in out
+    together = Path(tmp_path) / "together.yaml"
+    together.write_text("deep:\n  separate: false\n")
+    out = dry_run(str(together))
+    counts = dict(re.findall(r"^(deep_\w+)\s+(\d+)$", out, flags=re.M))
+    assert counts["deep_audit"] == str(2 * 2 * 5)
+    assert "results/deep/audits/scratch_membership_all_4.npz" in out

@@ -17,6 +17,7 @@ import torch
 
 from subaudit.scenarios.canary_optimisation import (
     MIN_SIDE,
+    PROXY_NETWORKS,
     OptimisedCanaries,
     Proxy,
     metagradient,
@@ -41,6 +42,56 @@ def test_proxy_describes_itself():
     assert Proxy().describe() == ("CNN(conv 8@8x8/2, conv 16@4x4/2, fc 32), 40 SGD steps of 128 at lr 0.5 "
                                   "on 1024 records + C_in")
     assert Proxy(width=4, steps=3, batch=8, lr=1.0, base=16).describe().startswith("CNN(conv 4@8x8/2, conv 8@")
+    assert Proxy(network="resnet-9", width=64).describe().startswith("ResNet-9(GroupNorm, 64-128-256-512 channels), ")
+
+
+class _ResNet9(torch.nn.Module):
+    """ResNet-9 from torch.nn layers (Page's DAWNBench network with GroupNorm), the reference
+    the functional proxy must equal."""
+
+    def __init__(self, channels: int, classes: int, width: int) -> None:
+        super().__init__()
+
+        def block(cin: int, cout: int) -> torch.nn.Sequential:
+            return torch.nn.Sequential(torch.nn.Conv2d(cin, cout, 3, padding=1, bias=False),
+                                       torch.nn.GroupNorm(int(np.gcd(cout, 16)), cout), torch.nn.ReLU())
+
+        w = width
+        self.prep = block(channels, w)
+        self.layer1 = torch.nn.Sequential(block(w, 2 * w), torch.nn.MaxPool2d(2))
+        self.res1 = torch.nn.Sequential(block(2 * w, 2 * w), block(2 * w, 2 * w))
+        self.layer2 = torch.nn.Sequential(block(2 * w, 4 * w), torch.nn.MaxPool2d(2))
+        self.layer3 = torch.nn.Sequential(block(4 * w, 8 * w), torch.nn.MaxPool2d(2))
+        self.res3 = torch.nn.Sequential(block(8 * w, 8 * w), block(8 * w, 8 * w))
+        self.fc = torch.nn.Linear(8 * w, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.layer1(self.prep((x - 0.5) / 0.5))
+        h = h + self.res1(h)
+        h = self.layer3(self.layer2(h))
+        h = h + self.res3(h)
+        return self.fc(torch.nn.functional.adaptive_max_pool2d(h, 1).flatten(1)) * 0.125
+
+
+def test_resnet9_proxy_is_the_layered_network():
+    """The functional ResNet-9 equals the same network built from torch.nn layers with its
+    parameters loaded in order, and at width 64 on CIFAR-10's shape has the 6.57M parameters
+    of Page's ResNet-9 (6,573,130: 6,563,520 in convolutions, 4,480 in normalisation, 5,130 in
+    the classifier)."""
+    net = PROXY_NETWORKS["resnet-9"]
+    params = net.init((3, 32, 32), 10, 64, torch.Generator().manual_seed(0), torch.float32)
+    assert sum(p.numel() for p in params) == 6_573_130
+    params = net.init((1, 16, 16), 5, 4, torch.Generator().manual_seed(1), F64)
+    params = [p.detach() + 0.1 * torch.randn(p.shape, generator=torch.Generator().manual_seed(i), dtype=F64)
+              for i, p in enumerate(params)]          # scales and shifts away from 1 and 0
+    layered = _ResNet9(1, 5, 4).double()
+    reference = [t for _, t in layered.named_parameters()]
+    assert [tuple(t.shape) for t in reference] == [tuple(p.shape) for p in params]
+    with torch.no_grad():
+        for t, p in zip(reference, params):
+            t.copy_(p)
+        x = torch.rand(6, 1, 16, 16, generator=torch.Generator().manual_seed(2), dtype=F64)
+        assert torch.allclose(net.forward(params, x), layered(x), rtol=1e-12, atol=1e-12)
 
 
 def test_split_is_exactly_half_and_fresh_per_metastep():
@@ -50,13 +101,15 @@ def test_split_is_exactly_half_and_fresh_per_metastep():
     assert torch.equal(split(3, 2, 9), masks[2])
 
 
-def test_metagradient_agrees_with_finite_differences():
+@pytest.mark.parametrize(("network", "width", "lr"), [("cnn", 2, 1.0), ("resnet-9", 4, 0.2)])
+def test_metagradient_agrees_with_finite_differences(network, width, lr):
     """Float64, central differences of phi (the split, base subset, order and initialisation
     of the metastep held fixed) along random directions over the inside canaries (whose
     derivative runs mostly through the unrolled training) and over the outside ones (direct
-    only), and on single pixels."""
+    only), and on single pixels; for each proxy network."""
+    assert set(PROXY_NETWORKS) == {"cnn", "resnet-9"}
     classes, m = 3, 4
-    proxy = Proxy(width=2, steps=3, batch=8, lr=1.0, base=16)
+    proxy = Proxy(width=width, steps=3, batch=8, lr=lr, base=16, network=network)
     x, y = _images(m, (1, 16, 16), classes, 0, F64, low=0.1, high=0.9)
     bx, by = _images(24, (1, 16, 16), classes, 1, F64)
     kw = dict(classes=classes, proxy=proxy, seed=5, step=2)
@@ -180,6 +233,8 @@ def _bad_inputs():
         ("base_x", {"base_x": bx[:10], "base_y": by[:10]}),             # fewer than proxy.base
         ("base_y", {"base_y": by - 1}),
         ("proxy", {"proxy": "small"}),
+        ("canaries", {"x": x[:, :, :7, :7], "base_x": bx[:, :, :7, :7],          # below ResNet-9's 8
+                      "proxy": Proxy(width=2, steps=2, batch=4, base=16, network="resnet-9")}),
     ]
     return ok, cases
 
@@ -195,7 +250,7 @@ def test_bad_inputs_name_their_key(case):
 
 
 @pytest.mark.parametrize(("field", "value"), [("width", 0), ("steps", 0), ("batch", 1.5), ("lr", 0.0),
-                                              ("base", -1)])
+                                              ("base", -1), ("network", "resnet-18")])
 def test_proxy_is_validated(field, value):
     with pytest.raises(ParameterError) as err:
         Proxy(**{field: value})

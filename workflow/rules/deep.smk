@@ -1,7 +1,7 @@
 # Phase: one-run audits of deep networks trained with Opacus (beyond the paper).  The image
 # source is split into a private training set, a held-out canary pool, public images and a
 # test set; every input canary kind is made once (the metagradient kind optimised through a
-# proxy CNN's non-private training); a network is pretrained on the public images for the
+# proxy network's non-private training); a network is pretrained on the public images for the
 # fine-tuning case; then each audit is one DP training (Opacus, Poisson sampling at
 # batch / sizes.train whatever the secret bits) holding every kind's canaries, or one kind's
 # (deep.separate), per case, game and repeat.  The figure and the report's table are shaped

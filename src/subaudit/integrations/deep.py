@@ -37,7 +37,7 @@ from subaudit.data import Dataset, load
 from subaudit.estimation.procedures import ScoreSet, bound_rows
 from subaudit.integrations.audit import OneRunAudit
 from subaudit.integrations.networks import build
-from subaudit.scenarios.deep import CASES, DEEP_KINDS, Pairs, make_pairs
+from subaudit.scenarios.deep import CASES, DEEP_KINDS, PROXY_RECORDS, Pairs, make_pairs
 from subaudit.seeding import derive_seed
 from subaudit.validation import ParameterError, check_choice, check_count
 
@@ -96,8 +96,9 @@ def load_data(archive: str, source: str, sizes: Mapping[str, int], seed: int) ->
 def make_canaries(data: DeepData, kinds: Sequence[str], count: int, *, seed: int,
                   metagradient: Mapping[str, Any] | None = None, progress: bool = False) -> dict[str, Pairs]:
     """Each input kind's ``count`` pairs, from its own block of ``2 count`` pool images (the
-    kinds share no image); optimised kinds (``DeepKind.optimised``) optimise against the public
-    images with the options ``metagradient``."""
+    kinds share no image); optimised kinds (``DeepKind.optimised``) optimise with the options
+    ``metagradient`` against the images its ``base_from`` names: ``"public"`` (the public
+    images) or ``"train"`` (the audited training's own non-canary records, as the paper)."""
     pool_x, pool_y = data.pool
     need = 2 * check_count(count, "canaries")
     if need * len(kinds) > len(pool_y):
@@ -105,11 +106,19 @@ def make_canaries(data: DeepData, kinds: Sequence[str], count: int, *, seed: int
     out = {}
     for k, kind in enumerate(kinds):
         block = slice(k * need, (k + 1) * need)
-        extra = ({"public": data.public, "options": metagradient, "progress": progress}
+        extra = ({"base": _proxy_records(data, metagradient), "options": metagradient, "progress": progress}
                  if getattr(DEEP_KINDS.get(kind), "optimised", False) else {})
         out[kind] = make_pairs(kind, pool_x[block], pool_y[block], count, classes=data.classes,
                                seed=derive_seed(seed, "deep-kind", kind), **extra)
     return out
+
+
+def _proxy_records(data: DeepData, options: Mapping[str, Any] | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The non-canary records an optimised kind's proxy trains on (``options["base_from"]``)."""
+    if options is None:
+        raise ParameterError("metagradient", None, "the optimisation's options")
+    source = check_choice(options.get("base_from"), "metagradient.base_from", PROXY_RECORDS)
+    return data.public if source == "public" else data.train
 
 
 def save_canaries(path: str, pairs: Mapping[str, Pairs]) -> None:
@@ -395,8 +404,10 @@ def training_rate(network: str, *, classes: int, channels: int, side: int, batch
 
 def audit_examples(deep_params: Mapping[str, Any]) -> dict[str, int]:
     """Examples the DP trainings of a ``deep`` configuration process, per case (all its
-    audits: games x repeats, each steps x batch x augmentations in expectation: every
-    augmented view is a forward and backward pass)."""
-    audits = len(deep_params["games"]) * int(deep_params["repeats"])
+    audits: games x repeats x trainings per audit (one per kind with ``separate``), each
+    steps x batch x augmentations in expectation: every augmented view is a forward and
+    backward pass)."""
+    groups = len(deep_params["kinds"]) if deep_params["separate"] else 1
+    audits = len(deep_params["games"]) * int(deep_params["repeats"]) * groups
     return {case: audits * int(c["steps"]) * int(c["batch"]) * int(c.get("augmentations", 1))
             for case, c in deep_params["cases"].items()}

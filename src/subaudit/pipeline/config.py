@@ -186,7 +186,8 @@ def _check_deep(params: Mapping[str, Any], source: str) -> None:
     input kind's pairs, and enough canaries for a positive bound at the asked confidence."""
     from subaudit.data import SOURCES
     from subaudit.estimation.procedures import GAMES, PROCEDURES, perfect_epsilon
-    from subaudit.scenarios.deep import CASES, DEEP_KINDS, NETWORK_NAMES, SCORES
+    from subaudit.scenarios.canary_optimisation import PROXY_NETWORKS
+    from subaudit.scenarios.deep import CASES, DEEP_KINDS, NETWORK_NAMES, PROXY_RECORDS, SCORES
 
     deep = params["deep"]
     if deep["source"] is None:
@@ -203,6 +204,14 @@ def _check_deep(params: Mapping[str, Any], source: str) -> None:
     for name in deep["cases"]:
         if name not in CASES:
             raise _invalid(source, f"deep.cases.{name}", name, "cases named " + ", ".join(CASES))
+    meta = deep["metagradient"]
+    for key, registry in (("network", PROXY_NETWORKS), ("base_from", PROXY_RECORDS)):
+        if meta[key] not in registry:
+            raise _invalid(source, f"deep.metagradient.{key}", meta[key], "one of " + ", ".join(registry))
+    if "metagradient" in deep["kinds"] and meta["base"] > deep["sizes"][meta["base_from"]]:
+        raise _invalid(source, "deep.metagradient.base", meta["base"],
+                       f"at most deep.sizes.{meta['base_from']} = {deep['sizes'][meta['base_from']]} "
+                       f"(the records deep.metagradient.base_from names)")
     inputs = [k for k in deep["kinds"] if not DEEP_KINDS[k].white_box]
     need = 2 * deep["canaries"] * len(inputs)
     if need > deep["sizes"]["pool"]:

@@ -28,7 +28,7 @@ Beside the registry:
 * :mod:`~subaudit.scenarios.deep`: the canary kinds of one-run audits of deep networks (a
   registry of their own: random, mislabeled, metagradient, gradient) and
   :mod:`~subaudit.scenarios.canary_optimisation`: metagradient canary optimisation through a
-  proxy CNN's training;
+  proxy network's training;
 * :mod:`~subaudit.scenarios.reconstruction`: the data-trap reconstruction.
 
 Nothing here imports torch at import time: the workflow checks names against the registries

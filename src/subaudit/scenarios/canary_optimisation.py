@@ -24,22 +24,36 @@ Section 3 and Algorithm 5).  Each *metastep* t
    proxies (and of a wider, longer-trained CNN) more than the plain one, which did not widen
    it at all from mislabelled starting images.
 
-The proxy (:class:`Proxy`) is a narrow version of Opacus' MNIST example ``SampleConvNet``:
-conv 8x8 stride 2 padding 3 -> tanh -> max-pool 2 stride 1 -> conv 4x4 stride 2 -> tanh ->
-max-pool 2 stride 1 -> flatten -> linear to :data:`HIDDEN` -> tanh -> linear to the classes,
-with ``width`` and ``2 width`` channels, inputs normalised as (x - 0.5) / 0.5 inside the
-forward.  It is written functionally (a list of parameter tensors and
-``torch.nn.functional`` calls) so that the unroll is explicit.  Initialisation is PyTorch's
-default layer init (uniform in +-1/sqrt(fan_in) for weights and biases) drawn from a
-``torch.Generator``.
+The proxy's network is a registry (:data:`PROXY_NETWORKS`, ``Proxy.network``), each written
+functionally (a list of parameter tensors and ``torch.nn.functional`` calls) so that the
+unroll is explicit, inputs normalised as (x - 0.5) / 0.5 inside the forward, initialised
+from a ``torch.Generator`` (convolution and linear weights and biases uniform in
++-1/sqrt(fan_in), PyTorch's default layer init; GroupNorm scales 1 and shifts 0):
 
-What differs from the paper: the proxy is this small CNN, not a ResNet-9, trained for a few
-tens of SGD steps on a subset of about a thousand base records per metastep (so that twenty
-metasteps take seconds on a CPU), not for full epochs on CIFAR-10; the metagradient is exact
-reverse-mode differentiation through the unrolled steps (the paper's "very small-scale"
-route), not Engstrom et al.'s REPLAY; the update is the signed step above (the paper leaves
-``update`` unspecified); labels are kept as given (only pixels are optimised); and phi is
-averaged over the canaries rather than summed (the signed step ignores the scale).
+``cnn``
+    a narrow version of Opacus' MNIST example ``SampleConvNet``: conv 8x8 stride 2 padding 3
+    -> tanh -> max-pool 2 stride 1 -> conv 4x4 stride 2 -> tanh -> max-pool 2 stride 1 ->
+    flatten -> linear to :data:`HIDDEN` -> tanh -> linear to the classes, with ``width`` and
+    ``2 width`` channels.
+``resnet-9``
+    the ResNet-9 of the canary-optimisation paper's proxy (Page's DAWNBench network): 3x3
+    convolutions without bias, each followed by a normalisation and ReLU, of ``width``,
+    ``2 width``, ``4 width`` and ``8 width`` channels (``width`` 64 is the usual 6.6M
+    parameter network): prep; layer 1 (max-pool 2) with a residual pair; layer 2 (max-pool
+    2); layer 3 (max-pool 2) with a residual pair; global max-pool; linear to the classes,
+    logits scaled by 1/8.  GroupNorm (gcd(channels, 16) groups) instead of BatchNorm, so that
+    the unrolled training has no running statistics and a canary's loss does not depend on
+    the batch it is evaluated in.
+
+What differs from the paper: the proxy trains for a few tens of SGD steps on a subset of
+``proxy.base`` records per metastep (so that twenty metasteps take seconds on a CPU with the
+``cnn``), not for full epochs; the metagradient is exact reverse-mode differentiation
+through the unrolled steps (the paper's "very small-scale" route), not Engstrom et al.'s
+REPLAY; the update is the signed step above (the paper leaves ``update`` unspecified);
+labels are kept as given (only pixels are optimised); and phi is averaged over the canaries
+rather than summed (the signed step ignores the scale).  Which records the proxy trains on
+is the caller's choice (the workflow: ``deep.metagradient.base_from``, the public images or
+the audited training's own non-canary records, as the paper).
 
 Randomness is explicit and derived from the seed (:func:`subaudit.seeding.derive_seed`):
 ``(seed, "split", t)`` for the split, ``(seed, "base", t)`` for the base subset,
@@ -50,21 +64,23 @@ same bits.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from subaudit.validation import ParameterError, check_count, check_positive
+from subaudit.validation import ParameterError, check_choice, check_count, check_positive
 
 if TYPE_CHECKING:
     import numpy as np
     import torch
 
-__all__ = ["HIDDEN", "MIN_SIDE", "OptimisedCanaries", "Proxy", "metagradient", "optimise_canaries",
-           "proxy_loss_gap", "split", "surrogate_objective"]
+__all__ = ["HIDDEN", "MIN_SIDE", "PROXY_NETWORKS", "OptimisedCanaries", "Proxy", "ProxyNetwork", "metagradient",
+           "optimise_canaries", "proxy_loss_gap", "split", "surrogate_objective"]
 
-#: Units of the proxy's hidden fully connected layer (as in Opacus' SampleConvNet).
+#: Units of the ``cnn`` proxy's hidden fully connected layer (as in Opacus' SampleConvNet).
 HIDDEN = 32
-#: The smallest image side the proxy's two strided convolutions and pools accept.
+#: The smallest image side the ``cnn`` proxy's two strided convolutions and pools accept.
 MIN_SIDE = 14
 
 
@@ -72,13 +88,15 @@ MIN_SIDE = 14
 class Proxy:
     """The proxy network and its non-private training (stated in results)."""
 
-    width: int = 8          # channels of the first conv layer (second has 2*width)
+    width: int = 8          # channels of the first conv layer (the network's others are multiples)
     steps: int = 40         # inner SGD steps per metastep
     batch: int = 128        # inner batch size (shuffled batches of base subset + C_in)
     lr: float = 0.5         # inner SGD learning rate (no momentum)
     base: int = 1024        # base (non-canary) records drawn per metastep from the pool given
+    network: str = "cnn"    # a name of PROXY_NETWORKS
 
     def __post_init__(self) -> None:
+        check_choice(self.network, "proxy.network", PROXY_NETWORKS)
         check_count(self.width, "proxy.width")
         check_count(self.steps, "proxy.steps")
         check_count(self.batch, "proxy.batch")
@@ -87,8 +105,13 @@ class Proxy:
 
     def describe(self) -> str:
         """One line: the architecture and the training."""
-        return (f"CNN(conv {self.width}@8x8/2, conv {2 * self.width}@4x4/2, fc {HIDDEN}), {self.steps} SGD "
+        return (f"{PROXY_NETWORKS[self.network].describe(self.width)}, {self.steps} SGD "
                 f"steps of {self.batch} at lr {self.lr:g} on {self.base} records + C_in")
+
+    @property
+    def net(self) -> ProxyNetwork:
+        """The registry entry of :attr:`network`."""
+        return PROXY_NETWORKS[self.network]
 
 
 @dataclass(frozen=True)
@@ -100,38 +123,36 @@ class OptimisedCanaries:
     objective: tuple[float, ...]  # phi at each metastep (mean over canaries), for the log
 
 
-# --------------------------------------------------------------------------- the proxy
+# --------------------------------------------------------------------------- the proxy networks
 
 
-def _side(n: int) -> int:
+def _uniform(shape: tuple[int, ...], fan_in: int, generator: torch.Generator, dtype: torch.dtype) -> torch.Tensor:
+    """PyTorch's default Conv2d/Linear init (uniform in +-1/sqrt(fan_in), what
+    kaiming_uniform_(a=sqrt(5)) gives for weights) drawn from ``generator`` in float64."""
+    import torch
+
+    bound = 1.0 / math.sqrt(fan_in)
+    u = torch.rand(shape, generator=generator, dtype=torch.float64)
+    return ((2 * u - 1) * bound).to(dtype).requires_grad_(True)
+
+
+def _cnn_side(n: int) -> int:
     """An image side after conv 8/2 pad 3, pool 2/1, conv 4/2, pool 2/1."""
     n = (n + 2 * 3 - 8) // 2 + 1 - 1
     return (n - 4) // 2 + 1 - 1
 
 
-def _init(shape: tuple[int, int, int], classes: int, width: int, generator: torch.Generator,
-          dtype: torch.dtype) -> list[torch.Tensor]:
-    """PyTorch's default Conv2d/Linear init (weights and biases uniform in +-1/sqrt(fan_in),
-    what kaiming_uniform_(a=sqrt(5)) gives) drawn from ``generator``, in layer order."""
-    import math
-
-    import torch
-
+def _cnn_init(shape: tuple[int, int, int], classes: int, width: int, generator: torch.Generator,
+              dtype: torch.dtype) -> list[torch.Tensor]:
     c, h, w = shape
-    flat = 2 * width * _side(h) * _side(w)
+    flat = 2 * width * _cnn_side(h) * _cnn_side(w)
     layers = [((width, c, 8, 8), c * 64), ((2 * width, width, 4, 4), width * 16),
               ((HIDDEN, flat), flat), ((classes, HIDDEN), HIDDEN)]
-    params = []
-    for weight_shape, fan_in in layers:
-        bound = 1.0 / math.sqrt(fan_in)
-        for s in (weight_shape, weight_shape[:1]):
-            u = torch.rand(s, generator=generator, dtype=torch.float64)
-            params.append(((2 * u - 1) * bound).to(dtype).requires_grad_(True))
-    return params
+    return [_uniform(s, fan_in, generator, dtype) for weight_shape, fan_in in layers
+            for s in (weight_shape, weight_shape[:1])]
 
 
-def _forward(params: list[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
-    """Logits of the proxy for images ``x`` (B, C, H, W) in [0, 1]."""
+def _cnn_forward(params: list[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
     import torch
     import torch.nn.functional as F
 
@@ -141,6 +162,64 @@ def _forward(params: list[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
     h = F.max_pool2d(torch.tanh(F.conv2d(h, w2, b2, stride=2)), 2, 1)
     h = torch.tanh(F.linear(h.flatten(1), w3, b3))
     return F.linear(h, w4, b4)
+
+
+def _resnet9_channels(c: int, width: int) -> list[tuple[int, int]]:
+    """(in, out) channels of ResNet-9's eight 3x3 convolutions, in forward order."""
+    w1, w2, w3, w4 = width, 2 * width, 4 * width, 8 * width
+    return [(c, w1), (w1, w2), (w2, w2), (w2, w2), (w2, w3), (w3, w4), (w4, w4), (w4, w4)]
+
+
+def _resnet9_init(shape: tuple[int, int, int], classes: int, width: int, generator: torch.Generator,
+                  dtype: torch.dtype) -> list[torch.Tensor]:
+    import torch
+
+    params = []
+    for cin, cout in _resnet9_channels(shape[0], width):
+        params.append(_uniform((cout, cin, 3, 3), cin * 9, generator, dtype))
+        params += [torch.ones(cout, dtype=dtype, requires_grad=True),
+                   torch.zeros(cout, dtype=dtype, requires_grad=True)]
+    return params + [_uniform(s, 8 * width, generator, dtype) for s in ((classes, 8 * width), (classes,))]
+
+
+def _resnet9_forward(params: list[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+    import torch.nn.functional as F
+
+    def conv(i: int, h: torch.Tensor) -> torch.Tensor:
+        weight, scale, shift = params[3 * i: 3 * i + 3]
+        h = F.conv2d(h, weight, padding=1)
+        return F.relu(F.group_norm(h, math.gcd(h.shape[1], 16), scale, shift))
+
+    h = conv(0, (x - 0.5) / 0.5)
+    h = F.max_pool2d(conv(1, h), 2)
+    h = h + conv(3, conv(2, h))
+    h = F.max_pool2d(conv(4, h), 2)
+    h = F.max_pool2d(conv(5, h), 2)
+    h = h + conv(7, conv(6, h))
+    return F.linear(h.amax(dim=(2, 3)), params[24], params[25]) * 0.125
+
+
+@dataclass(frozen=True)
+class ProxyNetwork:
+    """A proxy network, functionally: ``init(shape, classes, width, generator, dtype)`` gives
+    its parameter tensors (requiring grad), ``forward(params, x)`` its logits for images ``x``
+    (B, C, H, W) in [0, 1]; ``min_side`` is the smallest image side it takes; ``describe(width)``
+    names the architecture."""
+
+    name: str
+    init: Callable[..., list[torch.Tensor]]
+    forward: Callable[[list[torch.Tensor], torch.Tensor], torch.Tensor]
+    min_side: int
+    describe: Callable[[int], str]
+
+
+#: The proxy networks by name (params.yaml ``deep.metagradient.network`` takes names from here).
+PROXY_NETWORKS: dict[str, ProxyNetwork] = {n.name: n for n in (
+    ProxyNetwork("cnn", _cnn_init, _cnn_forward, MIN_SIDE,
+                 lambda w: f"CNN(conv {w}@8x8/2, conv {2 * w}@4x4/2, fc {HIDDEN})"),
+    ProxyNetwork("resnet-9", _resnet9_init, _resnet9_forward, 8,
+                 lambda w: f"ResNet-9(GroupNorm, {w}-{2 * w}-{4 * w}-{8 * w} channels)"),
+)}
 
 
 def _draws(seed: int, key: object, n_base: int, n_in: int, proxy: Proxy) -> tuple[np.ndarray, np.ndarray]:
@@ -171,10 +250,10 @@ def _train(x_in: torch.Tensor, y_in: torch.Tensor, base_x: torch.Tensor, base_y:
     pool_x = torch.cat([base_x[base_t].to(x_in.dtype), x_in])
     pool_y = torch.cat([base_y[base_t], y_in])
     gen = torch.Generator().manual_seed(derive_seed(seed, "proxy-init", key))
-    params = _init(tuple(x_in.shape[1:]), classes, proxy.width, gen, x_in.dtype)
+    params = proxy.net.init(tuple(x_in.shape[1:]), classes, proxy.width, gen, x_in.dtype)
     with torch.enable_grad():
         for idx in torch.from_numpy(order):
-            loss = F.cross_entropy(_forward(params, pool_x[idx]), pool_y[idx])
+            loss = F.cross_entropy(proxy.net.forward(params, pool_x[idx]), pool_y[idx])
             grads = torch.autograd.grad(loss, params, create_graph=graph)
             params = [p - proxy.lr * g for p, g in zip(params, grads)]
             if not graph:
@@ -197,8 +276,9 @@ def _check(x: torch.Tensor, y: torch.Tensor, base_x: torch.Tensor, base_y: torch
         if not isinstance(images, torch.Tensor) or images.ndim != 4 or not images.is_floating_point():
             raise ParameterError(name, getattr(images, "shape", images),
                                  "a floating tensor of images (N, C, H, W)")
-        if min(images.shape[2:]) < MIN_SIDE:
-            raise ParameterError(name, tuple(images.shape), f"images of sides >= {MIN_SIDE}")
+        if min(images.shape[2:]) < proxy.net.min_side:
+            raise ParameterError(name, tuple(images.shape),
+                                 f"images of sides >= {proxy.net.min_side} (the {proxy.network} proxy)")
         if not bool(((images >= 0) & (images <= 1)).all()):
             raise ParameterError(name, "pixels outside [0, 1]", "pixels in [0, 1]")
     if x.shape[0] < 2:
@@ -256,7 +336,7 @@ def surrogate_objective(x: torch.Tensor, y: torch.Tensor, base_x: torch.Tensor, 
     params = _train(x[inside], y[inside], base_x, base_y.long(), classes=classes, proxy=proxy, seed=seed,
                     key=step, graph=True)
     with torch.enable_grad():
-        losses = F.cross_entropy(_forward(params, x), y, reduction="none")
+        losses = F.cross_entropy(proxy.net.forward(params, x), y, reduction="none")
         sign = inside.to(x.dtype) * 2 - 1
         return (sign * losses).mean()
 
@@ -321,5 +401,5 @@ def proxy_loss_gap(x: torch.Tensor, y: torch.Tensor, base_x: torch.Tensor, base_
     params = _train(x[inside], y[inside], base_x.detach().to(torch.float32), base_y.long(), classes=classes,
                     proxy=proxy, seed=seed, key="gap", graph=False)
     with torch.no_grad():
-        losses = F.cross_entropy(_forward(params, x), y, reduction="none")
+        losses = F.cross_entropy(proxy.net.forward(params, x), y, reduction="none")
     return float(losses[~inside].mean() - losses[inside].mean())

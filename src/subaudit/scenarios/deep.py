@@ -13,8 +13,8 @@ optimiser's step.
     al. 2023): records the model can only fit by memorising them.
 ``metagradient``
     the mislabeled kind's records (fresh images) optimised as one set by metagradient
-    descent through non-private SGD training of a small proxy CNN
-    (:mod:`subaudit.scenarios.canary_optimisation`, the canary-optimisation paper's
+    descent through non-private SGD training of a proxy network (a small CNN or ResNet-9;
+    :mod:`subaudit.scenarios.canary_optimisation`, the canary-optimisation paper's
     Algorithm 5), then transferred to the audited DP training.
 ``gradient``
     white-box Dirac canaries ``+-C e_j`` on ``m`` parameter coordinates, scored by the
@@ -38,7 +38,7 @@ from subaudit.validation import ParameterError, check_choice, check_count
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["CASES", "DEEP_KINDS", "NETWORK_NAMES", "SCORES", "DeepKind", "Pairs", "make_pairs"]
+__all__ = ["CASES", "DEEP_KINDS", "NETWORK_NAMES", "PROXY_RECORDS", "SCORES", "DeepKind", "Pairs", "make_pairs"]
 
 #: Black-box scores of a canary record under the released model (higher: more likely
 #: inserted): ``"loss"`` is minus its final cross-entropy; ``"loss-drop"`` its loss at
@@ -50,6 +50,9 @@ CASES: tuple[str, ...] = ("scratch", "finetune")
 #: Names of :data:`subaudit.integrations.networks.NETWORKS` (which imports torch), for
 #: checking params.yaml while the workflow parses; a test holds the two equal.
 NETWORK_NAMES: tuple[str, ...] = ("sample-convnet", "wrn-16-4")
+#: What the metagradient kind's proxy may train on (params.yaml ``deep.metagradient.base_from``):
+#: the public images, or the audited training's own non-canary records (the paper's choice).
+PROXY_RECORDS: tuple[str, ...] = ("public", "train")
 
 
 @dataclass(frozen=True)
@@ -100,17 +103,17 @@ def mislabeled_pairs(pool_x: torch.Tensor, pool_y: torch.Tensor, count: int, *, 
 
 
 def metagradient_pairs(pool_x: torch.Tensor, pool_y: torch.Tensor, count: int, *, classes: int, seed: int,
-                       public: tuple[torch.Tensor, torch.Tensor], options: Mapping[str, Any],
+                       base: tuple[torch.Tensor, torch.Tensor], options: Mapping[str, Any],
                        progress: bool = False, **_: Any) -> Pairs:
-    """Mislabeled records optimised by metagradient descent through a proxy's training on
-    ``public`` (non-private) records; ``options``: ``metasteps``, ``canary_lr`` and the
-    :class:`~subaudit.scenarios.canary_optimisation.Proxy` fields."""
+    """Mislabeled records optimised by metagradient descent through a proxy's non-private
+    training on the non-canary records ``base``; ``options``: ``metasteps``, ``canary_lr``
+    and the :class:`~subaudit.scenarios.canary_optimisation.Proxy` fields."""
     from subaudit.scenarios.canary_optimisation import Proxy, optimise_canaries
 
     rows = _pick(pool_x, count, seed, "metagradient")
     x0, y0 = pool_x[rows], _wrong_labels(pool_y[rows], classes, seed)
     proxy = Proxy(**{k: v for k, v in options.items() if k in Proxy.__dataclass_fields__})
-    out = optimise_canaries(x0, y0, public[0], public[1], classes=classes, metasteps=int(options["metasteps"]),
+    out = optimise_canaries(x0, y0, base[0], base[1], classes=classes, metasteps=int(options["metasteps"]),
                             canary_lr=float(options["canary_lr"]), proxy=proxy,
                             seed=derive_seed(seed, "metagradient"), progress=progress)
     return _as_pairs(out.x, out.y)
@@ -119,8 +122,8 @@ def metagradient_pairs(pool_x: torch.Tensor, pool_y: torch.Tensor, count: int, *
 @dataclass(frozen=True)
 class DeepKind:
     """A canary kind of the deep-network audits: how its pairs are made (None: white-box);
-    ``optimised``: ``make`` also takes the public images, the optimisation's options and a
-    progress switch (``public``, ``options``, ``progress``)."""
+    ``optimised``: ``make`` also takes the non-canary records to optimise against, the
+    optimisation's options and a progress switch (``base``, ``options``, ``progress``)."""
 
     name: str
     label: str
@@ -138,7 +141,7 @@ DEEP_KINDS: dict[str, DeepKind] = {k.name: k for k in (
     DeepKind("random", "random", random_pairs, "held-out images with their own labels"),
     DeepKind("mislabeled", "mislabeled", mislabeled_pairs, "held-out images with another label"),
     DeepKind("metagradient", "metagradient", metagradient_pairs,
-             "mislabeled records optimised through a proxy CNN's non-private training", optimised=True),
+             "mislabeled records optimised through a proxy network's non-private training", optimised=True),
     DeepKind("gradient", "gradient (white-box)", None, "Dirac canaries +-C e_j inside the DP step"),
 )}
 
