@@ -83,21 +83,94 @@ def test_a_missing_file_is_not_called_damaged(tmp_path):
         read_npz(tmp_path / "absent.npz")
 
 
-def test_verify_finds_and_removes_damaged_artifacts(tmp_path, shard):
-    (tmp_path / "sub").mkdir()
-    write_json(tmp_path / "sub" / "ok.json", {"a": 1})
-    cut = tmp_path / "sub" / "runs16-32.npz"
+def test_verify_removes_damaged_outputs_of_the_workflow_and_nothing_else(tmp_path, shard):
+    """--remove deletes a damaged file only below the workflow's output folders of --workdir
+    and only if subaudit wrote it; a user's files (an np.savez .npz, a CSV without a final
+    newline, a JSON list), in data/ or anywhere, are reported and kept; the command that
+    rebuilds what was removed is printed."""
+    sub = tmp_path / "results" / "natural" / "sub"
+    sub.mkdir(parents=True)
+    write_json(sub / "ok.json", {"a": 1})
+    cut = sub / "runs16-32.npz"
     cut.write_bytes(shard.read_bytes()[:-40])
-    (tmp_path / "sub" / ".runs16-32.npz.x.tmp.npz").write_bytes(b"in progress")  # skipped
-    files, bad = verify([tmp_path])
-    assert len(files) == 3 and [e.path for e in bad] == [cut]
+    (sub / ".runs16-32.npz.vm-1.abcd1234.tmp.npz").write_bytes(b"in progress")  # skipped (young, other host)
+    mine = tmp_path / "data" / "mine.npz"
+    mine.parent.mkdir()
+    np.savez(mine, x=np.arange(3))                              # a user's features file
+    (tmp_path / "data" / "notes.csv").write_text("a,b\n1,2")     # no final newline
+    (tmp_path / "data" / "list.json").write_text("[1, 2]")
+    foreign = sub / "theirs.npz"
+    np.savez(foreign, x=np.arange(3))                           # not subaudit's, in results/
+    files, bad, stale = verify([tmp_path / "results", tmp_path / "data"])
+    assert len(files) == 6 and stale == []
+    assert sorted(e.path.name for e in bad) == ["list.json", "mine.npz", "notes.csv", "runs16-32.npz", "theirs.npz"]
 
-    proc = run_cli("verify", str(tmp_path), check=False)
-    assert proc.returncode == 1 and str(cut) in proc.stdout
-    out = json.loads(run_cli("verify", "--json", "--remove", str(tmp_path)).stdout)
-    assert out["checked"] == 3 and [d["path"] for d in out["damaged"]] == [str(cut)]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(tmp_path)
+        proc = run_cli("verify", "results", "data", check=False)
+        assert proc.returncode == 1 and "damaged: results/natural/sub/runs16-32.npz" in proc.stdout
+        assert "damaged, kept: data/mine.npz" in proc.stdout
+        proc = run_cli("verify", "--json", "--remove", "results", "data", check=False)
+    out = json.loads(proc.stdout)
+    assert proc.returncode == 1                                 # user files are still damaged
+    assert out["removed"] == [str("results/natural/sub/runs16-32.npz")]
+    assert out["rebuild"] == "snakemake --cores all results/natural/sub/runs16-32.npz"
     assert not cut.exists() and shard.exists()
-    assert run_cli("verify", str(tmp_path)).returncode == 0
+    assert mine.exists() and foreign.exists() and (tmp_path / "data" / "notes.csv").exists()
+    assert (tmp_path / "data" / "list.json").exists()
+    assert {d["path"]: d["workflow_output"] for d in out["damaged"]} == {
+        "data/list.json": False, "data/mine.npz": False, "data/notes.csv": False,
+        "results/natural/sub/runs16-32.npz": True, "results/natural/sub/theirs.npz": False}
+    # outside --workdir's output folders nothing is removed, whatever the file
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "x.npz").write_bytes(shard.read_bytes()[:-40])
+    proc = run_cli("verify", "--remove", str(elsewhere), "--workdir", str(tmp_path), check=False)
+    assert proc.returncode == 1 and (elsewhere / "x.npz").exists() and "damaged, kept" in proc.stdout
+    text = run_cli("verify", "--remove", str(tmp_path / "results"), "--workdir", str(tmp_path), check=False).stdout
+    assert "theirs.npz (no stored digest (not written by subaudit); not written by subaudit" in text
+
+
+def test_a_killed_writers_temporary_file_goes_at_the_next_write_and_is_never_versioned(tmp_path, repo_root):
+    """A temporary file of a writer that is gone (this host, a dead process id; or older than
+    an hour) is removed by the next write of its destination and reported by verify; a live
+    writer's is left alone; .dvcignore keeps every temporary file out of DVC."""
+    import os
+    import socket
+    import subprocess
+    import time
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    host = socket.gethostname()
+    dead = tmp_path / f".a.npz.{host}-{gone.pid}.abcd1234.tmp.npz"
+    live = tmp_path / f".a.npz.{host}-{os.getpid()}.abcd1235.tmp.npz"
+    elsewhere = tmp_path / ".a.npz.node7-1.abcd1236.tmp.npz"
+    old = tmp_path / ".a.npz.node7-2.abcd1237.tmp.npz"
+    for f in (dead, live, elsewhere, old):
+        f.write_bytes(b"")
+    os.utime(old, (time.time() - 7200, time.time() - 7200))
+    assert verify([tmp_path])[2] == sorted([dead, old])
+    write_npz(tmp_path / "a.npz", x=np.arange(2))
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["a.npz", live.name, elsewhere.name])
+    import pathspec
+
+    spec = pathspec.PathSpec.from_lines("gitignore", (repo_root / ".dvcignore").read_text().splitlines())
+    for name in (dead.name, live.name, ".x.csv.vm-3.abcdefgh.tmp.csv", ".x.png.h-1.abcdefgh.tmp.png"):
+        assert spec.match_file(f"results/deep/{name}"), name
+    assert not spec.match_file("results/deep/a.npz")
+
+
+def test_npz_writes_are_synced_to_disk(tmp_path, monkeypatch):
+    """write_npz fsyncs its temporary file before the rename, as the text writers do."""
+    import os
+
+    synced = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(os.readlink(f"/proc/self/fd/{fd}")), real(fd)))
+    write_npz(tmp_path / "a.npz", x=np.arange(2))
+    write_json(tmp_path / "a.json", {"a": 1})
+    assert [os.path.basename(p).endswith((".tmp.npz", ".tmp.json")) for p in synced] == [True, True]
 
 
 def test_resolve_device():

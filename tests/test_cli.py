@@ -329,6 +329,29 @@ def test_ceiling_every_kth_step_is_the_library_curve():
     assert out["curve_epsilon"] == sorted(out["curve_epsilon"])  # more steps, more leakage
 
 
+def test_ceiling_out_of_reach_fails_at_once_and_long_curves_show_progress():
+    proc = run_cli("ceiling", "--sigma", "1", "--q", "0.1", "--steps", "1000000", "--every", "1", "--delta",
+                   "1e-5", check=False, installed=True)
+    assert proc.returncode == 2 and "--every = 1 is invalid" in proc.stderr and "--max-terms" in proc.stderr
+    proc = run_cli("ceiling", "--sigma", "1", "--q", "0.1", "--steps", "40", "--every", "1", "--delta", "1e-5",
+                   installed=True)
+    assert "ceiling: 100%" in proc.stderr and "terms" in proc.stderr
+    proc = run_cli("ceiling", "--sigma", "1", "--q", "0.1", "--steps", "40", "--every", "1", "--delta", "1e-5",
+                   "--max-terms", "100", check=False, installed=True)
+    assert proc.returncode == 2 and "at most 100 binomial terms (this one sums 860" in proc.stderr
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "Infinity"])
+def test_non_finite_numbers_are_refused_by_every_command(value):
+    """argparse's float takes nan and inf; every number flag refuses them, naming the flag."""
+    for args in (["account", "--sigma", value, "--q", "0.1", "--steps", "10", "--delta", "1e-5"],
+                 ["ceiling", "--sigma", "1", "--q", value, "--steps", "10", "--delta", "1e-5"],
+                 ["one-run", "--method", "steinke", "--canaries", "10", "--guesses", "10", "--correct", "10",
+                  "--delta", value]):
+        proc = run_cli(*args, check=False)
+        assert proc.returncode == 2 and f"expected a finite number, got '{value}'" in proc.stderr, args
+
+
 def test_statement_json_every_field():
     from pld_reference import pld_history_epsilon
 

@@ -1,8 +1,12 @@
 """Artifact files: written atomically, read back only when intact.
 
-Each writer writes to a temporary file in the destination's directory and renames
-it into place (os.replace is atomic on POSIX), so a killed job never leaves a
-half-written file that a later step could take for complete.  Each reader checks
+Each writer writes to a temporary file in the destination's directory, syncs it to disk and
+renames it into place (os.replace is atomic on POSIX), so a killed job never leaves a
+half-written file that a later step could take for complete.  A temporary file is hidden and
+named after its destination, its host and its writer's process id
+(``.<name>.<host>-<pid>.<random>.tmp<suffix>``); the next write of the same destination
+removes those of writers that are gone (:func:`stale_temporaries`), and ``.dvcignore`` keeps
+them out of DVC.  Each reader checks
 what it reads (an .npz's member CRC-32s and the sha256 of its arrays stored inside
 it, JSON syntax, a CSV's complete last line) and raises :class:`CorruptArtifact`,
 naming the file, instead of handing on a truncated or damaged artifact (a full disk,
@@ -15,7 +19,10 @@ import hashlib
 import io
 import json
 import os
+import re
+import socket
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,22 +35,73 @@ if TYPE_CHECKING:
 
 
 class CorruptArtifact(ValueError):
-    """An artifact that exists but cannot be read back whole."""
+    """An artifact that exists but cannot be read back whole; ``foreign``: an intact file that
+    subaudit did not write (an .npz without the digest :func:`write_npz` stores)."""
 
-    def __init__(self, path: str | Path, reason: str) -> None:
+    def __init__(self, path: str | Path, reason: str, *, foreign: bool = False) -> None:
         self.path = Path(path)
         self.reason = reason
+        self.foreign = foreign
         super().__init__(
             f"{path} is damaged ({reason}); it was not used. Remove it (or run "
             f"`subaudit verify --remove {path}`) and rerun the workflow to recompute it.")
 
 
+#: A temporary file older than this is stale whoever wrote it (a write takes seconds).
+STALE_AFTER_S = 3600.0
+
+
+def _owner() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:          # another user's live process
+        return True
+    return True
+
+
+#: A writer's temporary file: hidden, ``-<pid>.<mkstemp's 8 characters>.tmp<suffix>`` at the end.
+_TEMPORARY = re.compile(r"^\..+-(?P<pid>\d+)\.[a-z0-9_]{8}\.tmp(?:\.[^.]+)?$")
+
+
+def is_stale_temporary(path: str | Path) -> bool:
+    """Whether ``path`` is a temporary file of a writer that is gone: written on this host by a
+    process that no longer runs, or older than :data:`STALE_AFTER_S` (from any host)."""
+    path = Path(path)
+    match = _TEMPORARY.match(path.name)
+    if match is None:
+        return False
+    try:
+        if time.time() - path.stat().st_mtime > STALE_AFTER_S:
+            return True
+    except FileNotFoundError:        # renamed into place or removed meanwhile
+        return False
+    pid = int(match["pid"])
+    return f".{socket.gethostname()}-{pid}." in path.name and not _alive(pid)
+
+
+def stale_temporaries(dest: str | Path) -> list[Path]:
+    """The stale temporary files (:func:`is_stale_temporary`) of writers of ``dest``."""
+    dest = Path(dest)
+    if not dest.parent.is_dir():
+        return []
+    return sorted(f for f in dest.parent.glob(f".{dest.name}.*.tmp{dest.suffix}") if is_stale_temporary(f))
+
+
 @contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
-    """Yield a temporary path next to ``path``; rename it onto ``path`` on success."""
+    """Yield a temporary path next to ``path``; rename it onto ``path`` on success.  Removes
+    the temporary files that killed writers of ``path`` left first."""
     dest = Path(path)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp" + dest.suffix, dir=dest.parent)
+    for stale in stale_temporaries(dest):
+        stale.unlink(missing_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.{_owner()}.", suffix=".tmp" + dest.suffix, dir=dest.parent)
     os.close(fd)
     try:
         yield Path(tmp)
@@ -134,6 +192,8 @@ def write_npz(path: str | Path, **arrays: np.ndarray) -> None:
     arrays = {k: np.asarray(v) for k, v in arrays.items()}
     with atomic_path(path) as tmp, open(tmp, "wb") as fh:
         np.savez_compressed(fh, **{DIGEST: np.array(_digest(arrays))}, **arrays)
+        fh.flush()
+        os.fsync(fh.fileno())
 
 
 def read_csv(path: str | Path, **kwargs: Any) -> pd.DataFrame:
@@ -165,9 +225,10 @@ def read_npz(path: str | Path) -> dict[str, np.ndarray]:
         with np.load(path, allow_pickle=False) as data:  # reading a member checks its CRC-32
             arrays = {k: data[k] for k in data.files}
         stored = str(arrays.pop(DIGEST, ""))
+        if not stored:
+            raise CorruptArtifact(path, "no stored digest (not written by subaudit)", foreign=True)
         if stored != _digest(arrays):
-            raise CorruptArtifact(path, "its arrays do not match the stored sha256 digest"
-                                  if stored else "no stored digest (not written by write_npz)")
+            raise CorruptArtifact(path, "its arrays do not match the stored sha256 digest")
         return arrays
     except CorruptArtifact:
         raise
@@ -179,20 +240,23 @@ READERS: dict[str, Callable[[Path], Any]] = {".npz": read_npz, ".json": read_jso
                                              ".csv": read_csv}
 
 
-def verify(paths: Iterable[str | Path]) -> tuple[list[Path], list[CorruptArtifact]]:
-    """Read every artifact (.npz, .json, .csv) under ``paths``: (files checked, damaged ones).
+def verify(paths: Iterable[str | Path]) -> tuple[list[Path], list[CorruptArtifact], list[Path]]:
+    """Read every artifact (.npz, .json, .csv) under ``paths``: (files checked, damaged ones,
+    stale temporary files of writers that are gone).
 
-    Hidden files (a writer's temporary files) are skipped.
+    Other hidden files (a running writer's temporary files) are skipped.
     """
     files: list[Path] = []
+    stale: list[Path] = []
     for root in map(Path, paths):
         found = sorted(root.rglob("*")) if root.is_dir() else [root]
         files += [f for f in found if f.is_file() and f.suffix in READERS
                   and not f.name.startswith(".")]
+        stale += [f for f in found if f.is_file() and is_stale_temporary(f)]
     bad = []
     for f in files:
         try:
             READERS[f.suffix](f)
         except CorruptArtifact as err:
             bad.append(err)
-    return files, bad
+    return files, bad, stale

@@ -11,6 +11,7 @@ and one line on stderr naming the flag and its allowed range.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -143,16 +144,17 @@ def _cmd_estimate(args: argparse.Namespace) -> None:
 
 
 def _cmd_ceiling(args: argparse.Namespace) -> None:
-    from subaudit.estimation.ceilings import final_iterate_curve, final_iterate_epsilon
+    from subaudit.estimation.ceilings import MAX_TERMS, final_iterate_curve, final_iterate_epsilon
 
     out: dict[str, Any] = {"sigma": args.sigma, "q": args.q, "steps": args.steps,
                            "delta": args.delta, "adjacency": args.adjacency}
+    budget = MAX_TERMS if args.max_terms is None else args.max_terms
     if args.every is None:
-        eps = final_iterate_epsilon(args.sigma, args.q, args.steps, args.delta, args.adjacency)
+        eps = final_iterate_epsilon(args.sigma, args.q, args.steps, args.delta, args.adjacency, max_terms=budget)
         lines = []
     else:
         steps, curve = final_iterate_curve(args.sigma, args.q, args.steps, args.every, args.delta,
-                                           args.adjacency)
+                                           args.adjacency, max_terms=budget, progress=True)
         eps = float(curve[-1])
         out.update(every=args.every, curve_steps=steps.tolist(), curve_epsilon=curve.tolist())
         lines = [f"  after {t:>6d} steps: {e:.6g}" for t, e in zip(steps, curve)]
@@ -285,27 +287,73 @@ def _cmd_bench(args: argparse.Namespace) -> None:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    from subaudit.artifacts import verify
+    import shlex
 
-    files, bad = verify(args.paths)
-    if args.remove:
-        for err in bad:
+    from subaudit.artifacts import verify
+    from subaudit.pipeline.settings import OUTPUT_ROOTS
+
+    files, bad, stale = verify(args.paths)
+    workdir = Path(args.workdir).resolve()
+    roots = [workdir / r for r in OUTPUT_ROOTS]
+
+    def rebuildable(path: Path) -> bool:
+        return any(path.resolve().is_relative_to(r) for r in roots)
+
+    removed, kept = [], []
+    for err in bad:
+        if args.remove and rebuildable(err.path) and not err.foreign:
             err.path.unlink(missing_ok=True)
-    result = {"checked": len(files), "removed": bool(args.remove),
-              "damaged": [{"path": str(e.path), "reason": e.reason} for e in bad]}
-    verb = "removed" if args.remove else "damaged"
-    lines = [f"{verb}: {e.path} ({e.reason})" for e in bad]
+            removed.append(err)
+        else:
+            kept.append(err)
+    if args.remove:
+        for f in stale:
+            f.unlink(missing_ok=True)
+    targets = [str(e.path.resolve().relative_to(workdir)) for e in removed]
+    rebuild = (f"snakemake --cores all {' '.join(map(shlex.quote, targets))}" if targets else None)
+    result = {"checked": len(files), "removed": [str(e.path) for e in removed],
+              "damaged": [{"path": str(e.path), "reason": e.reason, "removed": e in removed,
+                           "workflow_output": rebuildable(e.path) and not e.foreign} for e in bad],
+              "stale_temporary_files": [str(f) for f in stale], "rebuild": rebuild}
+    lines = []
+    for e in bad:
+        if e in removed:
+            lines.append(f"removed: {e.path} ({e.reason})")
+        elif e.foreign or not rebuildable(e.path):
+            why = ("not written by subaudit" if e.foreign
+                   else f"not an output of the workflow in {workdir} (under {', '.join(OUTPUT_ROOTS)})")
+            lines.append(f"damaged, kept: {e.path} ({e.reason}; {why}: the workflow cannot rebuild it, "
+                         "repair or replace it yourself)")
+        else:
+            lines.append(f"damaged: {e.path} ({e.reason})")
+    lines += [f"{'removed' if args.remove else 'left'} by a killed writer: {f}" for f in stale]
     lines.append(f"{len(files)} artifacts checked, {len(bad)} damaged"
-                 + (" and removed: rerun the workflow to recompute them" if bad and args.remove
-                    else ""))
+                 + (f", {len(removed)} removed" if args.remove else ""))
+    if rebuild:
+        lines.append("rebuild them (Snakemake does not rebuild a missing file whose consumers are up to date; "
+                     f"add the --configfile options of the run that wrote them):\n  {rebuild}")
+    elif any(not e.foreign and rebuildable(e.path) for e in kept):
+        lines.append("`subaudit verify --remove` deletes the damaged workflow outputs and prints the command that "
+                     "rebuilds them")
     _emit(result, args.json, "\n".join(lines))
-    return 1 if bad and not args.remove else 0
+    return 1 if kept else 0
 
 
 def _as_dict(obj: Any) -> dict[str, Any]:
     from dataclasses import asdict
 
     return asdict(obj)
+
+
+def _float(text: str) -> float:
+    """A finite number (argparse's float takes "nan" and "inf")."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
 
 
 def _int(text: str) -> int:
@@ -337,19 +385,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     def dp_args(sp: argparse.ArgumentParser, sigma: bool = True) -> None:
         if sigma:
-            sp.add_argument("--sigma", type=float, required=True, help="noise multiplier (> 0)")
-        sp.add_argument("--q", type=float, required=True, help="Poisson sampling rate in (0, 1]")
+            sp.add_argument("--sigma", type=_float, required=True, help="noise multiplier (> 0)")
+        sp.add_argument("--q", type=_float, required=True, help="Poisson sampling rate in (0, 1]")
         sp.add_argument("--steps", type=_int, required=True, help="training steps T (>= 1)")
 
     def history_args(sp: argparse.ArgumentParser) -> None:
         each = "; several values: one per segment of a training whose settings changed"
-        sp.add_argument("--sigma", type=float, nargs="+", required=True,
+        sp.add_argument("--sigma", type=_float, nargs="+", required=True,
                         help="noise multiplier (> 0)" + each)
-        sp.add_argument("--q", type=float, nargs="+", required=True,
+        sp.add_argument("--q", type=_float, nargs="+", required=True,
                         help="Poisson sampling rate in (0, 1]" + each)
         sp.add_argument("--steps", type=_int, nargs="+", required=True,
                         help="training steps (>= 1)" + each)
-        sp.add_argument("--delta", type=float, required=True, help="delta in (0, 1)")
+        sp.add_argument("--delta", type=_float, required=True, help="delta in (0, 1)")
 
     adjacency_help = ("add-remove (also add-or-remove-one), substitute (also replace-one) or group; "
                       "case and _ / - do not matter")
@@ -366,24 +414,24 @@ def build_parser() -> argparse.ArgumentParser:
     sp.set_defaults(func=_cmd_statement)
 
     sp = sub.add_parser("calibrate", help="noise multiplier reaching a target epsilon")
-    sp.add_argument("--target-epsilon", type=float, required=True, help="target epsilon (> 0)")
+    sp.add_argument("--target-epsilon", type=_float, required=True, help="target epsilon (> 0)")
     dp_args(sp, sigma=False)
-    sp.add_argument("--delta", type=float, required=True, help="delta in (0, 1)")
+    sp.add_argument("--delta", type=_float, required=True, help="delta in (0, 1)")
     sp.add_argument("--adjacency", required=True, help=adjacency_help)
     sp.add_argument("--json", action="store_true")
     sp.set_defaults(func=_cmd_calibrate)
 
     sp = sub.add_parser("gdp-epsilon", help="epsilon at delta of a mu-GDP mechanism")
-    sp.add_argument("--mu", type=float, required=True, help="GDP parameter mu (> 0)")
-    sp.add_argument("--delta", type=float, required=True, help="delta in (0, 1)")
+    sp.add_argument("--mu", type=_float, required=True, help="GDP parameter mu (> 0)")
+    sp.add_argument("--delta", type=_float, required=True, help="delta in (0, 1)")
     sp.add_argument("--json", action="store_true")
     sp.set_defaults(func=_cmd_gdp_epsilon)
 
     sp = sub.add_parser("estimate", help="empirical lower bound on epsilon from audit scores")
     sp.add_argument("scores", metavar="SCORES", help="audit scores: " + "; or ".join(SCORE_LAYOUTS))
     sp.add_argument("--step", type=_int, help="checkpoint of a subaudit score file (default: the last)")
-    sp.add_argument("--delta", type=float, required=True, help="delta in (0, 1)")
-    sp.add_argument("--alpha", type=float, default=0.05, help="significance level in (0, 1)")
+    sp.add_argument("--delta", type=_float, required=True, help="delta in (0, 1)")
+    sp.add_argument("--alpha", type=_float, default=0.05, help="significance level in (0, 1)")
     sp.add_argument("--estimator", choices=list(ESTIMATORS), default=DEFAULT_ESTIMATOR,
                     help="; ".join(f"{e.name}: {e.description}" for e in ESTIMATORS.values())
                     + f" (default {DEFAULT_ESTIMATOR})")
@@ -393,10 +441,14 @@ def build_parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("ceiling", help="final-iterate ceiling: epsilon of the optimal test on the "
                                         "worst-case canary's cumulative gradient")
     dp_args(sp)
-    sp.add_argument("--delta", type=float, required=True, help="delta in (0, 1)")
+    sp.add_argument("--delta", type=_float, required=True, help="delta in (0, 1)")
     sp.add_argument("--adjacency", type=_s1_adjacency, default="substitute",
                     help="substitute (also replace-one) or add-remove (also add-or-remove-one)")
     sp.add_argument("--every", type=_int, help="also the ceiling after every k-th step (and the last)")
+    sp.add_argument("--max-terms", type=_int, default=None,
+                    help="refuse a request that sums over more binomial terms than this (all checkpoints "
+                         "together; the cost is linear in them, about 19,000 a second on one core; "
+                         "default 20,000,000)")
     sp.add_argument("--json", action="store_true")
     sp.set_defaults(func=_cmd_ceiling)
 
@@ -409,7 +461,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "mechanism (default); gdp, a test of mu-GDP (valid only for Gaussian mechanisms); "
                          "dpsgd, DP-SGD's own curve at --q and --steps (the bound: the epsilon of the "
                          "smallest noise multiplier it rejects)")
-    sp.add_argument("--q", type=float, help="--family dpsgd: the training's Poisson sampling rate")
+    sp.add_argument("--q", type=_float, help="--family dpsgd: the training's Poisson sampling rate")
     sp.add_argument("--steps", type=_int, help="--family dpsgd: the training's steps")
     sp.add_argument("--adjacency", default="add-remove",
                     help="--family dpsgd: add-remove (membership game) or substitute")
@@ -418,8 +470,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--correct", type=_int, help="v: correct guesses")
     sp.add_argument("--scores", help="CSV with columns score,label (1: inserted), instead of counts: "
                                      "guesses chosen from the scores as the papers do")
-    sp.add_argument("--delta", type=float, required=True, help="delta in [0, 1) (steinke) or (0, 1) (fdp)")
-    sp.add_argument("--alpha", type=float, default=0.05, help="significance level in (0, 1)")
+    sp.add_argument("--delta", type=_float, required=True, help="delta in [0, 1) (steinke) or (0, 1) (fdp)")
+    sp.add_argument("--alpha", type=_float, default=0.05, help="significance level in (0, 1)")
     sp.add_argument("--k", type=_int, default=2, help="values per canary (fdp k-ary games; 2 = membership)")
     sp.add_argument("--rule", choices=list(GUESS_RULES), default="top-bottom",
                     help="with --scores: top-bottom (Steinke et al.: 'in' on the highest scores, 'out' on the "
@@ -457,7 +509,11 @@ def build_parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("verify", help="find damaged artifacts (.npz, .json, .csv) before use")
     sp.add_argument("paths", nargs="+", metavar="PATH", help="files or folders (e.g. results data)")
     sp.add_argument("--remove", action="store_true",
-                    help="delete the damaged files, so that the workflow recomputes them")
+                    help="delete the damaged outputs of the workflow (below data/raw, data/splits, data/features "
+                         "or results of --workdir; never anything else) and print the command that rebuilds them")
+    sp.add_argument("--workdir", default=".",
+                    help="the workflow's working directory, whose output folders --remove may delete from "
+                         "(default: the current directory)")
     sp.add_argument("--json", action="store_true")
     sp.set_defaults(func=_cmd_verify)
     return p

@@ -21,6 +21,16 @@ class ParameterError(ValueError):
         super().__init__(f"{name} = {value!r} is invalid; allowed: {allowed}")
 
 
+class Diverged(ArithmeticError):
+    """A training whose parameters or scores became NaN or infinite: its result is not written."""
+
+    def __init__(self, what: str, setting: str, hint: str) -> None:
+        self.what = what
+        self.setting = setting
+        super().__init__(f"{what} became NaN or infinite: the training of {setting} diverged; {hint}. "
+                         "Nothing was written.")
+
+
 def _finite(name: str, value: Any, allowed: str) -> float:
     try:
         x = float(value)

@@ -110,7 +110,7 @@ def test_save_and_load_split(tmp_path, family):
         os.umask(old)
     assert sorted(p.name for p in path.parent.iterdir()) == ["toy.npz"]  # atomic: no temporary left
     assert path.stat().st_mode & 0o777 == 0o644          # readable by others on a shared disk
-    assert verify([path.parent]) == ([path], [])          # the artifact writer's digest
+    assert verify([path.parent]) == ([path], [], [])      # the artifact writer's digest
     with np.load(path, allow_pickle=False) as raw:  # loadable without pickles
         assert raw["train_x"].dtype.kind == ("U" if family == "text" else "f")
         np.testing.assert_array_equal(raw["test_idx"], sp.test)

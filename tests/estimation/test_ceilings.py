@@ -328,3 +328,30 @@ def test_bad_every_and_epsilon():
     with pytest.raises(ParameterError) as exc:
         final_iterate_hockey_stick(1.0, 0.1, 10, -0.1)
     assert exc.value.name == "epsilon"
+
+
+@pytest.mark.parametrize(("steps", "every"), [(1, None), (100, None), (100, 1), (100, 7), (100, 100), (5, 9),
+                                              (1000, 10)])
+def test_the_cost_is_the_terms_summed_at_every_checkpoint(steps, every):
+    """ceiling_terms counts the steps + 1 values of K summed at each checkpoint (from the
+    schedule itself), and 0 at q = 1 (a closed form)."""
+    points = [steps] if every is None else checkpoints(steps, every).tolist()
+    assert ceilings.ceiling_terms(0.1, steps, every) == sum(t + 1 for t in points)
+    assert ceilings.ceiling_terms(1.0, steps, every) == 0
+
+
+def test_requests_out_of_reach_are_refused_before_any_work():
+    """--every 1 over 1e6 steps (5e11 terms, thousands of hours) and one ceiling at 1e9 steps
+    (an 8 GB array): refused at once, naming the knob and the cost; max_terms lifts the cap."""
+    start = time.monotonic()
+    with pytest.raises(ParameterError) as err:
+        final_iterate_curve(1.0, 0.1, 10**6, 1, 1e-5)
+    assert err.value.name == "every" and "500,001,500,000" in str(err.value)
+    with pytest.raises(ParameterError) as err:
+        final_iterate_epsilon(1.0, 0.1, 10**9, 1e-5)
+    assert err.value.name == "steps" and "1,000,000,001" in str(err.value)
+    assert time.monotonic() - start < 1.0
+    with pytest.raises(ParameterError):
+        final_iterate_epsilon(1.0, 0.1, 100, 1e-5, max_terms=100)
+    assert final_iterate_epsilon(1.0, 0.1, 100, 1e-5, max_terms=101) == final_iterate_epsilon(1.0, 0.1, 100, 1e-5)
+    assert final_iterate_epsilon(1.0, 1.0, 10**9, 1e-5, max_terms=1) > 0       # q = 1: closed form, free

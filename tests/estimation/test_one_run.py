@@ -358,3 +358,49 @@ def test_best_one_run_valid_for_gaussian_scores():
     for family in ("dp", "gdp"):
         est = best_one_run_epsilon(scores, truth, delta, 0.05, "fdp", k=k, family=family)
         assert 0 < est <= eps_of_mu(mu0, delta)
+
+
+@pytest.mark.parametrize("r", [1000, 30000, 400000])
+@pytest.mark.parametrize("eps", [0.2, 1.0, 3.0])
+def test_steinke_delta_term_search_equals_every_window(monkeypatch, r, eps):
+    """Beyond 2^20 right guesses the delta term's max over i = 1..v is found by a search (not
+    an array of v terms): forced on here, it equals the max over every i, including peaks
+    inside (v above the binomial's mode) and far tails where the pmf underflows."""
+    q = float(special.expit(eps))
+    sd = math.sqrt(r * q * (1 - q))
+    interior = 0
+    for k in (-3, 0, 0.5, 2, 5, 20, 40, 80):
+        v = int(min(r, max(1, r * q + k * sd)))
+        beta = float(stats.binom.sf(v - 1, r, q))
+        i = np.arange(1, v + 1)
+        every = (stats.binom.sf(v - i - 1, r, q) - beta) / i
+        interior += 1 < int(np.argmax(every)) + 1 < v
+        monkeypatch.setattr(one_run, "_EXACT_WINDOWS", 0)
+        assert one_run._steinke_excess(r, q, v, beta) == float(every.max()), (v, k)
+        monkeypatch.undo()
+    assert interior >= 2
+
+
+def test_a_billion_canaries_take_bounded_memory_and_time(tmp_path):
+    """`one-run --method steinke` at 1e9 canaries, guesses and right guesses needed 24 GB (an
+    array of v terms) and was killed; under a 3 GB address-space limit it now answers in
+    seconds, and for a billion-guess audit at 52% right too."""
+    import json
+    import resource
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, 3 * 2**30))
+
+    exe = Path(sys.executable).parent / "subaudit"
+    for correct, low, high in ((10**9, 7.8, 7.9), (520_000_000, 0.07, 0.09)):
+        start = time.monotonic()
+        proc = subprocess.run([exe, "one-run", "--method", "steinke", "--canaries", str(10**9), "--guesses",
+                               str(10**9), "--correct", str(correct), "--delta", "1e-5", "--json"],
+                              capture_output=True, text=True, preexec_fn=limit, timeout=120)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert low < float(json.loads(proc.stdout)["epsilon"]) < high
+        assert time.monotonic() - start < 60

@@ -223,3 +223,15 @@ def test_one_kind_per_training(data):
     assert not np.array_equal(together.bits["random"], alone.bits["random"])  # another training's draw
     with pytest.raises(ParameterError, match="pairs"):
         deep.run_audit("scratch", "membership", 0, pairs={}, gradient_canaries=0, group="random", **common)
+
+
+def test_a_diverged_training_fails_naming_its_setting(data):
+    """An update that overflows the parameters (lr x noise beyond float32): run_audit raises Diverged naming the
+    case's keys, instead of returning NaN scores that a job would write as complete."""
+    from subaudit.validation import Diverged
+
+    pairs = deep.make_canaries(data, ["random"], 8, seed=3)
+    training = deep.Training(steps=4, batch=64, lr=1e30, momentum=0.0, noise_multiplier=1e12, clip=1.0)
+    with pytest.raises(Diverged, match=r"deep.cases.scratch \(lr 1e\+30.*lower deep.cases.scratch.lr"):
+        deep.run_audit("scratch", "membership", 0, data=data, pairs=pairs, network="sample-convnet",
+                       training=training, gradient_canaries=0, init=None, scores=["loss"], seed=11)

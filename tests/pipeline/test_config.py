@@ -81,6 +81,38 @@ def test_bad_values_name_the_key(params, edit, expected):
     assert expected in str(info.value)
 
 
+@pytest.mark.parametrize(("edit", "key"), [
+    (lambda p: p["deep"]["cases"]["scratch"].__setitem__("lr", float("nan")), "deep.cases.scratch.lr"),
+    (lambda p: p["natural"].__setitem__("target_epsilon", float("inf")), "natural.target_epsilon"),
+    (lambda p: p["natural"]["experiments"]["image"]["sampling_rates"].__setitem__(1, float("nan")),
+     "natural.experiments.image.sampling_rates[1]"),
+    (lambda p: p.__setitem__("delta", float("-inf")), "delta"),
+])
+def test_non_finite_numbers_are_refused_at_parse(params, edit, key):
+    """NaN compares false with every schema bound, so it passed them (a NaN learning rate
+    trained to NaN scores; an infinite target planned hundreds of jobs): now every number
+    must be finite, and the message names the key."""
+    bad = copy.deepcopy(params)
+    edit(bad)
+    with pytest.raises(ConfigError) as info:
+        validate_params(bad)
+    assert f"{key} = " in str(info.value) and "allowed: a finite number" in str(info.value)
+
+
+def test_non_finite_yaml_fails_before_any_job(repo_root, tmp_path):
+    """`.nan` in a --configfile: the dry run fails at parse, naming the key."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    bad = tmp_path / "nan.yaml"
+    bad.write_text("deep:\n  cases:\n    scratch:\n      lr: .nan\n")
+    proc = subprocess.run([Path(sys.executable).parent / "snakemake", "-n", "--configfile", str(bad)],
+                          cwd=repo_root, capture_output=True, text=True)
+    assert proc.returncode != 0
+    assert "deep.cases.scratch.lr = nan is invalid; allowed: a finite number" in proc.stdout + proc.stderr
+
+
 def test_allowed_values_are_listed(params):
     bad = copy.deepcopy(params)
     bad["s1"]["adjacency"] = "swap"

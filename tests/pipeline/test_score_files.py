@@ -181,3 +181,19 @@ def test_one_worlds_runs_fill_the_engines_aligned_blocks():
     for bit in (0, 1):
         local = world_index(runs[run_bits(runs) == bit])
         assert local.tolist() == list(range(32, 64)) and local[0] % MIN_CHUNK == 0   # two whole blocks
+
+
+def test_non_finite_scores_are_never_written(tmp_path):
+    """A diverged training's NaN or infinite scores: Diverged naming the file (whose path holds
+    the setting) and the run, and no file (nor temporary file) is left."""
+    from subaudit.validation import Diverged
+
+    scores = np.zeros((2, 4))
+    scores[1, 2] = np.nan
+    path = tmp_path / "S2_q1_C2" / "runs0-4.npz"
+    with pytest.raises(Diverged, match=r"1 run\(s\) \(first: run 2\).*S2_q1_C2/runs0-4.npz diverged"):
+        write_scores(path, Scores(np.arange(4), run_bits(np.arange(4)), [5, 10], scores, 1.0))
+    scores[1, 2] = np.inf
+    with pytest.raises(Diverged):
+        write_target_scores(path, np.array([0, 2, 4, 6]), [5, 10], 1.0, {"S3": scores}, {})
+    assert not path.parent.exists() or list(path.parent.iterdir()) == []

@@ -73,3 +73,28 @@ def test_killed_shard_is_recomputed_alone_and_bit_for_bit(tmp_path):
     got = np.load(wd / MERGED)
     for key in ("runs", "bits", "steps", "scores"):
         assert np.array_equal(got[key], expected[key]), key
+
+
+def test_verify_removes_a_damaged_intermediate_and_its_command_rebuilds_it(tiny_copy, monkeypatch):
+    """A damaged intermediate score file (its consumers up to date, so a plain `snakemake`
+    would not rebuild it once removed): `subaudit verify --remove` deletes it, keeps a user's
+    file beside the outputs, and prints the one command that rebuilds it bit for bit."""
+    import json
+
+    from conftest import digests, run_cli
+
+    before = digests(tiny_copy, "results")
+    victim = next(tiny_copy.glob("results/natural/*/scores/*.npz"))
+    victim.write_bytes(victim.read_bytes()[:-50])
+    mine = tiny_copy / "data" / "mine.npz"
+    np.savez(mine, x=np.arange(3))
+    monkeypatch.chdir(tiny_copy)
+    proc = run_cli("verify", "--json", "--remove", "results", "data", check=False)
+    out = json.loads(proc.stdout)
+    assert out["removed"] == [str(victim.relative_to(tiny_copy))] and mine.exists() and not victim.exists()
+    assert job_counts(tiny_copy) == {}            # Snakemake alone would leave it missing
+    command = out["rebuild"].split()
+    assert command[:3] == ["snakemake", "--cores", "all"]
+    proc = snakemake(tiny_copy, *command[3:])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert digests(tiny_copy, "results") == before

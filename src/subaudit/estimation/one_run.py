@@ -120,6 +120,40 @@ def _largest_falsified(objective: Callable[[float], float]) -> float:
 # Steinke, Nasr & Jagielski 2023
 # ---------------------------------------------------------------------------
 
+#: Up to this many right guesses the delta term's maximum is taken over every i at once;
+#: beyond it, by a search whose memory and time do not grow with the count.
+_EXACT_WINDOWS = 1 << 20
+
+
+def _window_excess(r: int, q: float, v: int, beta: float, lo: int, hi: int) -> float:
+    """max over i in [lo, hi] of (P[B >= v - i] - beta) / i = P[v - i <= B < v] / i."""
+    i = np.arange(lo, hi + 1)
+    return float(np.max((stats.binom.sf(v - i - 1, r, q) - beta) / i))
+
+
+def _steinke_excess(r: int, q: float, v: int, beta: float) -> float:
+    """max over i = 1..v of P[v - i <= B < v] / i, B ~ Binomial(r, q) (Thm 5.2's delta term).
+
+    The ratio is the mean of B's unimodal pmf over the window [v - i, v - 1]: as i grows it
+    rises while the pmf values it takes in exceed the mean, then falls for good, so beyond
+    :data:`_EXACT_WINDOWS` an integer ternary search finds the peak (a zero plateau, where the
+    pmf underflows, counts as rising) and every i within 4,096 of it is checked exactly."""
+    if v <= _EXACT_WINDOWS:
+        return _window_excess(r, q, v, beta, 1, v)
+
+    def g(i: int) -> float:
+        return float((stats.binom.sf(v - i - 1, r, q) - beta) / i)
+
+    lo, hi = 1, v
+    while hi - lo > 8:
+        m1, m2 = lo + (hi - lo) // 3, hi - (hi - lo) // 3
+        if g(m1) < g(m2) or g(m2) == 0.0:
+            lo = m1 + 1
+        else:
+            hi = m2
+    return _window_excess(r, q, v, beta, max(1, lo - 4096), min(v, hi + 4096))
+
+
 def _steinke_p(m: int, r: int, v: int, eps: float, delta: float) -> float:
     if v == 0:
         return 1.0
@@ -127,10 +161,7 @@ def _steinke_p(m: int, r: int, v: int, eps: float, delta: float) -> float:
     beta = float(stats.binom.sf(v - 1, r, q))  # P[B >= v]
     if delta == 0.0:
         return beta
-    i = np.arange(1, v + 1)
-    # P[B >= v - i] - beta = P[v - i <= B < v], vectorised over i = 1..v.
-    excess = (stats.binom.sf(v - i - 1, r, q) - beta) / i
-    return min(beta + float(np.max(excess)) * 2.0 * m * delta, 1.0)
+    return min(beta + _steinke_excess(r, q, v, beta) * 2.0 * m * delta, 1.0)
 
 
 def steinke_p_value(canaries: int, guesses: int, correct: int, eps: float, delta: float) -> float:

@@ -39,7 +39,7 @@ from subaudit.integrations.audit import OneRunAudit
 from subaudit.integrations.networks import build
 from subaudit.scenarios.deep import CASES, DEEP_KINDS, PROXY_RECORDS, Pairs, make_pairs
 from subaudit.seeding import derive_seed
-from subaudit.validation import ParameterError, check_choice, check_count
+from subaudit.validation import Diverged, ParameterError, check_choice, check_count
 
 __all__ = ["DeepAudit", "DeepData", "Training", "accuracy", "audit_examples", "audit_rows", "augment",
            "average_augmentations", "load_audit",
@@ -308,6 +308,11 @@ def run_audit(case: str, game: str, repeat: int, *, data: DeepData, pairs: Mappi
             model, audit, TensorDataset(*data.train), training, seed=derive_seed(seed, "deep-train", *key),
             gradient=gradient_canaries > 0, device=device, progress=progress)
     seconds = time.perf_counter() - start
+    setting = (f"deep.cases.{case} (lr {training.lr:g}, clip {training.clip:g}, noise multiplier "
+               f"{training.noise_multiplier:g}; {game} game, canaries {group}, repeat {repeat})")
+    hint = f"lower deep.cases.{case}.lr or clip"
+    if not all(bool(torch.isfinite(p).all()) for p in model.parameters()):
+        raise Diverged("the network's parameters", setting, hint)
     audit.verify(model, loader)
     by_score = {s: audit.scores(model, s) for s in scores} if kinds else {}
     kept_scores: dict[str, dict[str, np.ndarray]] = {}
@@ -321,6 +326,10 @@ def run_audit(case: str, game: str, repeat: int, *, data: DeepData, pairs: Mappi
     if gradient_canaries:
         kept_scores["gradient"] = {"update": audit.gradient_scores(optimizer)}
         kept_bits["gradient"] = audit.gradient_bits
+    for k, by in kept_scores.items():
+        for s, values in by.items():
+            if not np.isfinite(values).all():
+                raise Diverged(f"the {k} canaries' {s} scores", setting, hint)
     history = tuple((float(s), float(q), int(t)) for s, q, t in engine.accountant.history)
     info = {"case": case, "game": game, "group": group, "repeat": int(repeat), "steps": training.steps,
             "noise_multiplier": training.noise_multiplier, "sample_rate": history[0][1],

@@ -6,6 +6,7 @@ stops the run before any job starts, with a message that names the key path.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from functools import lru_cache
 from importlib import resources
@@ -55,6 +56,7 @@ def _allowed(error: jsonschema.ValidationError) -> str:
 
 def validate_params(params: Mapping[str, Any], source: str = "params.yaml") -> None:
     """Raise ConfigError naming the first offending key and what it allows."""
+    _check_finite(params, "", source)
     validator = jsonschema.Draft202012Validator(schema())
     errors = sorted(validator.iter_errors(dict(params)), key=lambda e: list(e.absolute_path))
     if not errors:
@@ -77,6 +79,19 @@ def validate_params(params: Mapping[str, Any], source: str = "params.yaml") -> N
         raise ConfigError(f"{source}: missing key {where}{missing[0]}")
     value = err.instance
     raise ConfigError(f"{source}: {key} = {value!r} is invalid; allowed: {_allowed(err)}")
+
+
+def _check_finite(value: Any, key: str, source: str) -> None:
+    """No NaN or infinity anywhere (YAML's .nan and .inf): JSON Schema's bounds compare false
+    with NaN, so a NaN learning rate would pass them and train to NaN."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise _invalid(source, key or "(top level)", value, "a finite number")
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            _check_finite(v, f"{key}.{k}" if key else str(k), source)
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            _check_finite(v, f"{key}[{i}]", source)
 
 
 def _invalid(source: str, key: str, value: Any, allowed: str) -> ConfigError:

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from subaudit.artifacts import CorruptArtifact, read_npz, write_npz
-from subaudit.validation import ParameterError, check_count
+from subaudit.validation import Diverged, ParameterError, check_count
 
 __all__ = ["Scores", "audit_estimates", "load_audit_scores", "merge_shards", "pool_repeats", "pooled_estimates",
            "read_scores", "read_target_scores", "run_bits", "shard_bounds", "world_index", "write_scores",
@@ -60,8 +60,19 @@ class Scores:
                              f"{self.scores.shape} score matrix do not fit together")
 
 
+def _check_finite(path: str | Path, scores: np.ndarray, runs: np.ndarray) -> None:
+    """Refuse non-finite scores (a diverged training) before anything is written."""
+    bad = ~np.isfinite(scores)
+    if bad.any():
+        which = runs[bad.any(axis=tuple(range(bad.ndim - 1)))]
+        raise Diverged(f"the scores of {which.size} run(s) (first: run {int(which[0])})", str(path),
+                       "lower its experiment's lr or clip in natural.experiments (the path holds the setting)")
+
+
 def write_scores(path: str | Path, scores: Scores) -> None:
-    """Write a score file (atomic, with its digest; :func:`subaudit.artifacts.write_npz`)."""
+    """Write a score file (atomic, with its digest; :func:`subaudit.artifacts.write_npz`);
+    :class:`~subaudit.validation.Diverged` if a score is not finite."""
+    _check_finite(path, scores.scores, scores.runs)
     write_npz(path, runs=scores.runs, bits=scores.bits, steps=scores.steps,
               scores=scores.scores, sigma=np.float64(scores.sigma),
               setting=np.array(json.dumps(dict(scores.setting), sort_keys=True)))
@@ -76,6 +87,8 @@ def write_target_scores(path: str | Path, runs: np.ndarray, steps: np.ndarray, s
     runs = np.asarray(runs, dtype=np.int64)
     if not np.all(run_bits(runs) == 1):
         raise ValueError("a target shard holds runs with z only (even indices)")
+    for k in names:
+        _check_finite(path, np.asarray(scores[k], dtype=np.float64), runs)
     write_npz(path, runs=runs, steps=np.asarray(steps, dtype=np.int64),
               scores=np.stack([np.asarray(scores[k], dtype=np.float64) for k in names]),
               scenarios=np.array(names), sigma=np.float64(sigma),

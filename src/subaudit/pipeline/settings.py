@@ -40,7 +40,7 @@ from subaudit.scenarios.s2 import S2_COORDINATES
 from subaudit.seeding import derive_seed
 from subaudit.validation import ParameterError
 
-__all__ = ["ABLATED", "DEPENDS", "KNOBS", "PATHS", "REFERENCES", "SEED_KEYS", "SWITCHES",
+__all__ = ["ABLATED", "DEPENDS", "KNOBS", "OUTPUT_ROOTS", "PATHS", "REFERENCES", "SEED_KEYS", "SWITCHES",
            "VARIABLE", "Setting", "ablation_every", "ablation_settings", "canary_knobs", "depends",
            "expand", "fmt", "grid", "key", "parse_key", "path", "seed", "settings_from_config",
            "switch_settings", "target_groups"]
@@ -77,6 +77,10 @@ DEPENDS: dict[str, tuple[str, ...]] = {
     "utility": ("q", "clip", "steps", "every", "lr", "target_epsilon"),
     "one_run": ("q", "clip", "steps", "every", "lr", "target_epsilon"),
 }
+
+#: The folders the workflow writes into (relative to its working directory; dvc.yaml's outs):
+#: a file below one of them is an output the workflow rebuilds, anything else is a user's.
+OUTPUT_ROOTS: tuple[str, ...] = ("data/raw", "data/splits", "data/features", "results")
 
 #: Path templates of the natural-data artifacts (Snakemake wildcards: exp, scenario, key).
 PATHS: dict[str, str] = {
