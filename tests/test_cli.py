@@ -254,6 +254,23 @@ def test_one_run_from_scores_matches_the_library(tmp_path):
     assert out["epsilon"] > 1.0 and out["canaries"] == 2000
 
 
+@pytest.mark.parametrize(("labels", "message"), [
+    (["yes", "no"] * 10, "labels must be 0 (D') or 1 (D)"),
+    ([0, 2] * 10, "found other values"),
+    ([0, 1, 2] * 7, "found other values"),
+    ([1] * 20, "only one class"),
+])
+def test_one_run_scores_labels_are_checked_like_estimate(tmp_path, labels, message):
+    """Labels yes/no gave epsilon >= 0 with exit 0 and {0, 2} gave 4.41 (coerced to bool); now
+    one-run --scores refuses what `estimate` refuses, naming the file."""
+    path = tmp_path / "bad.csv"
+    path.write_text("score,label\n" + "".join(f"{i * 0.5},{b}\n" for i, b in enumerate(labels)))
+    proc = run_cli("one-run", "--method", "steinke", "--scores", str(path), "--delta", "1e-5", check=False)
+    assert proc.returncode == 2 and message in proc.stderr and str(path) in proc.stderr
+    est = run_cli("estimate", str(path), "--delta", "1e-5", check=False)
+    assert est.returncode != 0 and message in est.stderr
+
+
 def test_one_run_pair_differences_by_the_magnitude_rule(tmp_path):
     """Mahloujifar et al.'s procedure from a CSV of pair score differences equals the library's."""
     from subaudit.estimation.procedures import procedure_epsilon
@@ -453,3 +470,17 @@ def test_ceiling_and_simulation_take_the_adjacency_spellings(tmp_path):
                           ("simulate-s1", ("--runs", "50", "--out", str(tmp_path / "x.csv")))):
         bad = run_cli(command, *args[:6], *more, "--adjacency", "group", check=False)
         assert bad.returncode == 2 and "replace-one" in bad.stderr and "'group'" in bad.stderr
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["account", "--sigma", "1e-6", "--q", "0.1", "--steps", "10"], "the noise is far too small"),
+    (["account", "--sigma", "0.01", "--q", "0.1", "--steps", "10"], "epsilon is in the hundreds"),
+    (["calibrate", "--target-epsilon", "1000", "--q", "1", "--steps", "1"], "target_epsilon = 1000 is beyond"),
+])
+def test_settings_beyond_the_accountant_are_named_in_plain_words(args, words):
+    """Before: "discrete mean differs from the continuous mean by more than half a cell" and
+    "epsilon is far too large"; now the message names the flags of the setting and why."""
+    proc = run_cli(*args, "--delta", "1e-5", "--adjacency", "substitute", check=False)
+    assert proc.returncode == 1 and words in proc.stderr
+    assert f"{args[1]} {float(args[2]):g}" in proc.stderr and "--delta 1e-05" in proc.stderr
+    assert "half a cell;" not in proc.stderr and "far too large" not in proc.stderr

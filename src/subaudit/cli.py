@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from subaudit.accounting.discretisation import AccountingRangeError
 from subaudit.estimation import DEFAULT_ESTIMATOR, ESTIMATORS
 from subaudit.artifacts import dumps
 from subaudit.estimation.one_run import GUESS_RULES, ONE_RUN_METHODS
@@ -26,6 +27,15 @@ from subaudit.validation import ParameterError
 S1_ADJACENCIES = ("substitute", "add-remove")
 
 # Library parameter names that differ from their flag.
+#: The flags that describe an accounting request, named in an AccountingRangeError.
+_SETTING_FLAGS = ("sigma", "q", "steps", "target_epsilon", "delta")
+
+
+def _listed(value: Any) -> str:
+    return " ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value) if isinstance(value, list) \
+        else (f"{value:g}" if isinstance(value, float) else str(value))
+
+
 _FLAG_OF = {"runs_per_world": "--runs", "target_epsilon": "--target-epsilon"}
 
 
@@ -181,26 +191,26 @@ def _one_run_family(args: argparse.Namespace) -> tuple[str, Any]:
 
 
 def _cmd_one_run(args: argparse.Namespace) -> None:
-    import pandas as pd
-
     from subaudit.estimation.one_run import FDP_FAMILIES, best_one_run_epsilon
     from subaudit.estimation.procedures import claim_prefix
+    from subaudit.estimation.roc import validate_scores_labels
+    from subaudit.pipeline.score_files import load_audit_scores
 
     family, mechanism = _one_run_family(args)
     counts = (args.canaries, args.guesses, args.correct)
     if args.scores is not None:
         if any(c is not None for c in counts):
             raise UsageError("give either --scores or --canaries/--guesses/--correct, not both")
-        path = Path(args.scores)
-        if not path.is_file():
-            raise UsageError(f"--scores: no such file: {path}")
-        frame = pd.read_csv(path)
-        if {"score", "label"} - set(frame.columns):
-            raise UsageError("--scores: expected columns score,label (label 1: the canary was inserted)")
-        eps = best_one_run_epsilon(frame["score"].to_numpy(float), frame["label"].to_numpy(bool),
-                                   args.delta, args.alpha, args.method, args.k, rule=args.rule,
-                                   family=family, mechanism=mechanism)
-        out = {"epsilon": eps, "method": args.method, "canaries": len(frame), "rule": args.rule,
+        try:        # the layouts and label checks of `estimate`: labels 0/1 (or bool), both present
+            scores, labels = load_audit_scores(args.scores)
+            scores, labels = validate_scores_labels(scores, labels)
+        except FileNotFoundError as err:
+            raise UsageError(f"--scores: {err}") from None
+        except ValueError as err:
+            raise UsageError(f"--scores {args.scores}: {err} (label 1: the canary was inserted)") from None
+        eps = best_one_run_epsilon(scores, labels.astype(bool), args.delta, args.alpha, args.method, args.k,
+                                   rule=args.rule, family=family, mechanism=mechanism)
+        out = {"epsilon": eps, "method": args.method, "canaries": int(scores.size), "rule": args.rule,
                "guesses": "searched (Bonferroni over the guess grid)"}
     else:
         if any(c is None for c in counts):
@@ -468,8 +478,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--canaries", type=_int, help="m: canaries in the run")
     sp.add_argument("--guesses", type=_int, help="r: guesses made (the rest abstained)")
     sp.add_argument("--correct", type=_int, help="v: correct guesses")
-    sp.add_argument("--scores", help="CSV with columns score,label (1: inserted), instead of counts: "
-                                     "guesses chosen from the scores as the papers do")
+    sp.add_argument("--scores", help="scores in one of estimate's layouts (a CSV with columns score,label, "
+                                     "label 1: inserted, 0: not) instead of counts: guesses chosen from the "
+                                     "scores as the papers do")
     sp.add_argument("--delta", type=_float, required=True, help="delta in [0, 1) (steinke) or (0, 1) (fdp)")
     sp.add_argument("--alpha", type=_float, default=0.05, help="significance level in (0, 1)")
     sp.add_argument("--k", type=_int, default=2, help="values per canary (fdp k-ary games; 2 = membership)")
@@ -540,6 +551,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as err:
         print(f"{prog}: error: {err}", file=sys.stderr)
         return 2
+    except AccountingRangeError as err:  # name the setting the accountant could not resolve
+        given = [f"--{k.replace('_', '-')} {_listed(getattr(args, k))}" for k in _SETTING_FLAGS
+                 if getattr(args, k, None) is not None]
+        print(f"{prog}: error: {' '.join(given)}: {err}" if given else f"{prog}: error: {err}", file=sys.stderr)
+        return 1
     except ValueError as err:  # degenerate data or a result the numerics cannot deliver
         print(f"{prog}: error: {err}", file=sys.stderr)
         return 1

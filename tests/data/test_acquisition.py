@@ -141,8 +141,9 @@ def test_acquire_unpinned_needs_a_checksum(tmp_path, remote):
 
 def test_acquire_pinned_rejects_another_checksum(tmp_path):
     with pytest.raises(ParameterError) as err:
-        D.acquire("cifar10", tmp_path, checksum="0" * 32)
-    assert err.value.name == "checksum" and "c58f30108f718f92721af3b95e74349a" in err.value.allowed
+        D.acquire("cifar10", tmp_path, checksum="0" * 64)
+    assert err.value.name == "checksum" and "6d958be074577803d12ecdefd02955f39262c83c16fe9348329d7fe0b5c001ce" \
+        in err.value.allowed
 
 
 def test_acquire_deb_downloads_like_a_url_trying_mirrors_in_order(tmp_path, remote, monkeypatch):

@@ -193,3 +193,54 @@ def test_bad_use_is_named():
     with pytest.raises(AuditError, match="nothing to score"):
         audit.finish(model, data_loader=loader, privacy_engine=engine, score=())
     assert audit.finish(model, data_loader=loader, privacy_engine=engine, score=("loss",)).rows
+
+
+def test_misuse_fails_early_and_by_name():
+    """Each misuse of the issue-40 probe gets a clear error before any training: canaries of
+    another shape than the model or the data takes, float labels (truncated before), a
+    one-output model (an IndexError before), a record paired with itself or in two slots,
+    dataset() for a second base, and a loader without Poisson sampling given to start()."""
+    pairs = _pairs(64)
+    # canaries of different shapes, and of another shape than the model takes
+    odd = list(pairs)
+    odd[3] = ((torch.zeros(5), torch.tensor(0)), odd[3][1])
+    with pytest.raises(ParameterError, match=r"canaries\[3\]\[0\].*first canary's shape \(4,\)"):
+        OneRunAudit(odd, game="substitute", seed=0)
+    with pytest.raises(AuditError, match=r"cannot take the canaries' inputs \(shape \(4,\)\)"):
+        OneRunAudit(pairs, game="substitute", seed=0).start(nn.Linear(7, 2))
+    # float labels on a ten-class model
+    floats = [((x, torch.tensor(float(y))), (x2, torch.tensor(float(y2)))) for (x, y), (x2, y2) in pairs]
+    with pytest.raises(ParameterError, match=r"canaries\[0\]\[0\] label.*a class index"):
+        OneRunAudit(floats, game="substitute", seed=0)
+    with pytest.raises(ParameterError, match="label"):
+        OneRunAudit([((x, 2.5), (x2, 1)) for (x, _), (x2, _) in pairs], game="substitute", seed=0)
+    # a one-output model, and labels beyond the model's classes
+    with pytest.raises(AuditError, match="one logit per class"):
+        OneRunAudit(pairs, game="substitute", seed=0).start(nn.Linear(4, 1))
+    high = [((x, torch.tensor(5)), twin) for (x, _), twin in pairs]
+    with pytest.raises(AuditError, match="not classes of a model with 2 outputs"):
+        OneRunAudit(high, game="substitute", seed=0).start(nn.Linear(4, 2))
+    # a record paired with itself; the same record in two slots
+    with pytest.raises(ParameterError, match=r"canaries\[5\]\[1\].*equals canaries\[5\]\[0\]"):
+        OneRunAudit(pairs[:5] + [(pairs[5][0], pairs[5][0])] + pairs[6:], game="substitute", seed=0)
+    with pytest.raises(ParameterError, match=r"canaries\[9\]\[0\].*equals canaries\[2\]\[0\]"):
+        OneRunAudit(pairs[:9] + [(pairs[2][0], pairs[9][1])] + pairs[10:], game="substitute", seed=0)
+    # dataset() again: the same dataset for the same base, an error for another
+    audit = OneRunAudit(pairs, game="membership", seed=0)
+    base = TensorDataset(torch.zeros(8, 4), torch.zeros(8, dtype=torch.long))
+    assert audit.dataset(base) is audit.dataset(base)
+    with pytest.raises(AuditError, match="another base dataset"):
+        audit.dataset(TensorDataset(torch.ones(8, 4), torch.zeros(8, dtype=torch.long)))
+    with pytest.raises(AuditError, match=r"inputs have shape \(4,\) but the base dataset's have \(3,\)"):
+        OneRunAudit(pairs, game="membership", seed=0).dataset(TensorDataset(torch.zeros(8, 3),
+                                                                            torch.zeros(8, dtype=torch.long)))
+    # a loader without Poisson sampling: refused at start(), before any training
+    audit = OneRunAudit(pairs, game="substitute", seed=0)
+    model = nn.Linear(4, 2)
+    loader = DataLoader(audit.dataset(TensorDataset(torch.randn(64, 4), torch.zeros(64, dtype=torch.long))),
+                        batch_size=16)
+    model, _, loader = PrivacyEngine().make_private(module=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+                                                    data_loader=loader, noise_multiplier=1.0, max_grad_norm=1.0,
+                                                    poisson_sampling=False)
+    with pytest.raises(AuditError, match="Poisson"):
+        audit.start(model, data_loader=loader)

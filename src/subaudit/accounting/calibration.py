@@ -79,10 +79,13 @@ def calibrate_sigma(target_epsilon: float, q: float, steps: int, delta: float, a
         try:
             segments = ((math.exp(log_s), q, steps),)
             return epsilon_of_segments(segments, delta, adjacency, coarse).epsilon_estimate - target
-        except AccountingRangeError:
+        except AccountingRangeError as err:
             if log_s < log_rdp - 0.2:
                 return 1e6  # far below the RDP answer: epsilon beyond the numerics, > target
-            raise
+            raise AccountingRangeError(
+                f"target_epsilon = {target:g} is beyond what the accountant resolves at q = {q:g} and {steps} "
+                f"steps: the noise multiplier it needs (about {math.exp(log_rdp):.3g} by RDP) gives privacy "
+                "losses that overflow (epsilon up to a few hundred is resolved)") from err
 
     # bracket [lo, hi] with g(lo) > 0 >= g(hi); RDP over-estimates epsilon, so the
     # answer is at or below the RDP sigma

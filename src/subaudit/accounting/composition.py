@@ -136,7 +136,9 @@ class EpsilonCurve:
         else:
             t = np.asarray(dprv.domain.ts(), dtype=dtype)
         if float(np.abs(t[[0, -1]]).max()) > 700.0:
-            raise AccountingRangeError("privacy losses beyond 700 (exp overflow): epsilon is far too large")
+            raise AccountingRangeError("epsilon is beyond what the accountant represents: privacy losses above 700 "
+                                       "overflow exp() in double precision, which a setting reaches only when its "
+                                       "epsilon is in the hundreds (the noise is far too small)")
         # Round-off level of the PMF: true masses are >= 0, so the largest negative mass
         # is the size of the noise; spread over the whole domain it bounds its sum.
         amp = max(float(-p.min()), float(np.finfo(dtype).eps * p.max()))

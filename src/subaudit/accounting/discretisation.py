@@ -101,13 +101,15 @@ def discretise(prv: PoissonGaussianPRV, domain: Domain) -> DiscretePrivacyRandom
         pmf[i0:i1] = prv.cell_masses(edges[i0 : i1 + 1])
     mass = float(pmf.sum())
     if not mass > 0.5:
-        raise AccountingRangeError("the privacy loss distribution lies outside the domain")
+        raise AccountingRangeError("the privacy loss distribution lies outside the accountant's grid: the noise "
+                                   "is far too small (epsilon would be in the hundreds or more)")
     pmf /= mass
     centres = t_min + dt * np.arange(n, dtype=np.float64)
     mean_shift = prv.mean() - float(np.dot(centres, pmf))
     if not abs(mean_shift) < dt / 2.0:
         raise AccountingRangeError(
-            "discrete mean differs from the continuous mean by more than half a cell; "
-            "the privacy loss distribution is not resolved by the domain"
+            "the privacy loss distribution is too narrow for the accountant's grid to resolve (its discrete "
+            "mean is off by more than half a cell): the noise is far too small, and epsilon would be in the "
+            "hundreds or more"
         )
     return DiscretePrivacyRandomVariable(pmf, domain.shift_right(mean_shift), log_pmc_inf=0.0)

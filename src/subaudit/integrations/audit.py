@@ -84,6 +84,53 @@ def draw_bits(seed: int, slots: int, what: str = "input") -> np.ndarray:
     return rng.integers(0, 2, size=check_count(slots, "slots"))
 
 
+def _label(record: Any, where: str) -> int:
+    """A record's label as a class index: an integer (Python, numpy or a 0-d integer tensor)."""
+    try:
+        y = record[1]
+    except (TypeError, IndexError, KeyError):
+        raise ParameterError(where, type(record).__name__, "an (input, label) record") from None
+    if isinstance(y, torch.Tensor):
+        value = y.item() if y.numel() == 1 else y
+    elif isinstance(y, np.ndarray):
+        value = y.item() if y.size == 1 else y
+    else:
+        value = y
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise ParameterError(f"{where} label", y, "a class index (an integer; a float label would be truncated)")
+    return int(value)
+
+
+def _key(record: Any) -> tuple[Any, ...]:
+    x = np.ascontiguousarray(torch.as_tensor(record[0]).detach().cpu().numpy())
+    return x.shape, x.dtype.str, x.tobytes(), int(_label(record, "canary"))
+
+
+def _check_records(pairs: Sequence[tuple[Any, Any]]) -> None:
+    """Canary records are (input, integer label), inputs of one shape, and no record appears
+    twice (a record paired with itself, or in two slots, would make slots dependent)."""
+    seen: dict[tuple[Any, ...], str] = {}
+    shape = None
+    for i, pair in enumerate(pairs):
+        for j, record in enumerate(pair):
+            where = f"canaries[{i}][{j}]"
+            _label(record, where)
+            try:
+                x = torch.as_tensor(record[0])
+            except (TypeError, ValueError, RuntimeError) as err:
+                raise ParameterError(where, type(record[0]).__name__, f"an input convertible to a tensor ({err})") \
+                    from None
+            if shape is None:
+                shape = tuple(x.shape)
+            elif tuple(x.shape) != shape:
+                raise ParameterError(where, tuple(x.shape), f"an input of the first canary's shape {shape}")
+            key = _key(record)
+            if key in seen:
+                raise ParameterError(where, "a repeated record", f"records that appear once (it equals {seen[key]}): "
+                                                                 "every slot needs its own record and twin")
+            seen[key] = where
+
+
 class CanaryDataset(torch.utils.data.Dataset):
     """The base records, then the inserted canary records in slot order."""
 
@@ -193,6 +240,7 @@ class OneRunAudit:
         self.pairs = [tuple(pair) for pair in canaries]
         if any(len(pair) != 2 for pair in self.pairs):
             raise ParameterError("canaries", "<pairs>", "a sequence of (record, twin) pairs")
+        _check_records(self.pairs)
         self.gradient_count = check_count(gradient_canaries, "gradient_canaries", 0)
         for count, what in ((len(self.pairs), "canaries"), (self.gradient_count, "gradient_canaries")):
             if count:
@@ -222,9 +270,31 @@ class OneRunAudit:
         return [pair[0] if b else pair[1] for pair, b in zip(self.pairs, self.bits)]
 
     def dataset(self, base: Any) -> CanaryDataset:
-        """``base`` with this audit's inserted canaries: build the training loader on it."""
+        """``base`` with this audit's inserted canaries: build the training loader on it.  Asked
+        again for the same ``base`` it returns the same dataset; one audit audits one training,
+        so another ``base`` is an AuditError."""
+        if self._dataset is not None:
+            if self._dataset.base is base:
+                return self._dataset
+            raise AuditError("this audit's dataset was already built on another base dataset: one audit audits "
+                             "one training (make a new OneRunAudit for another)")
+        self._check_base(base)
         self._dataset = CanaryDataset(base, self.inserted())
         return self._dataset
+
+    def _check_base(self, base: Any) -> None:
+        """The canaries' inputs have the shape of the base records' (AuditError naming both)."""
+        if not self.pairs or len(base) == 0:
+            return
+        try:
+            item = base[0]
+            shape = tuple(torch.as_tensor(item[0]).shape)
+        except Exception:  # noqa: BLE001 - any base whose first item is not (input, label)
+            return
+        mine = tuple(torch.as_tensor(self.pairs[0][0][0]).shape)
+        if shape != mine:
+            raise AuditError(f"the canaries' inputs have shape {mine} but the base dataset's have {shape}: "
+                             "make the canaries records of the training data's own format")
 
     def make_private(self, engine: Any, *, module: torch.nn.Module, optimizer: torch.optim.Optimizer, base: Any,
                      batch_size: int, noise_multiplier: float, max_grad_norm: float,
@@ -261,11 +331,40 @@ class OneRunAudit:
             raise AuditError(f"Opacus cannot train this model privately: {listed}. "
                              "opacus.validators.ModuleValidator.fix(model) replaces what it can.")
 
-    def start(self, model: torch.nn.Module, *, batch_size: int = 512) -> None:
-        """Check the model and record the canaries' losses at initialisation (for ``loss-drop``)."""
+    def start(self, model: torch.nn.Module, *, data_loader: Any = None, batch_size: int = 512) -> None:
+        """Before training: check the model (Opacus can train it, it takes the canaries and gives
+        one logit per class, the labels among them) and record the canaries' losses at
+        initialisation (for ``loss-drop``); with ``data_loader`` (a training built by Opacus'
+        own ``make_private``), check the loader too (:meth:`verify_loader`), so that a wrong
+        one fails before any training, not at :meth:`finish`."""
         self.check_model(model)
         if self.pairs:
+            self._check_outputs(model)
             self._initial = self._losses(model, batch_size)
+        if data_loader is not None:
+            self.verify_loader(data_loader)
+
+    def _check_outputs(self, model: torch.nn.Module) -> None:
+        x = torch.stack([torch.as_tensor(r[0]) for r in self.pairs[0]])
+        device = next(model.parameters()).device
+        was = model.training
+        model.eval()
+        try:
+            with torch.no_grad():
+                logits = model(x.to(device))
+        except Exception as err:  # noqa: BLE001 - any failure of the user's forward on a canary
+            raise AuditError(f"the model cannot take the canaries' inputs (shape {tuple(x.shape[1:])}): "
+                             f"{type(err).__name__}: {err}") from None
+        finally:
+            model.train(was)
+        if logits.ndim != 2 or logits.shape[1] < 2:
+            raise AuditError(f"the model gives outputs of shape {tuple(logits.shape)} for 2 canaries: the audit "
+                             "scores a record by its cross-entropy, which needs one logit per class (at least 2)")
+        classes = int(logits.shape[1])
+        labels = [_label(r, "canaries") for pair in self.pairs for r in pair]
+        if min(labels) < 0 or max(labels) >= classes:
+            raise AuditError(f"canary labels {min(labels)}..{max(labels)} are not classes of a model with "
+                             f"{classes} outputs")
 
     def attach(self, optimizer: DPOptimizer, data_loader: Any, *,
                coordinates: Sequence[int] | None = None) -> GradientCanaries:
@@ -324,7 +423,7 @@ class OneRunAudit:
                 for k in range(0, len(records), batch_size):
                     chunk = records[k:k + batch_size]
                     x = torch.stack([torch.as_tensor(r[0]) for r in chunk])
-                    y = torch.as_tensor([int(r[1]) for r in chunk])
+                    y = torch.as_tensor([_label(r, "canaries") for r in chunk])
                     logits = model(x.to(device))
                     out.append(torch.nn.functional.cross_entropy(logits, y.to(device), reduction="none").double().cpu())
         finally:
@@ -354,10 +453,10 @@ class OneRunAudit:
             raise AuditError("the data loader does not sample by Poisson sampling, which the accountant "
                              "assumes: use the loader make_private(..., poisson_sampling=True) returns")
 
-    def verify(self, model: torch.nn.Module, data_loader: Any) -> None:
-        """AuditError unless ``model`` was trained by Opacus on this audit's dataset with
-        Poisson sampling (``data_loader``: the loader ``make_private`` returned) at a rate the
-        bits cannot change (membership game with input canaries: :meth:`make_private`'s)."""
+    def verify_loader(self, data_loader: Any) -> None:
+        """AuditError unless ``data_loader`` samples this audit's dataset by Poisson sampling at
+        a rate the bits cannot change (membership game with input canaries:
+        :meth:`make_private`'s loader)."""
         self._check_loader(data_loader)
         if self.pairs and (self._dataset is None or data_loader.dataset is not self._dataset):
             raise AuditError("the canaries are not in the training data: build the loader on "
@@ -367,6 +466,12 @@ class OneRunAudit:
                              "PrivacyEngine.make_private derives the sample rate and the expected batch size "
                              "from it: build the training with audit.make_private(engine, ..., base=..., "
                              "batch_size=...), whose sampling the bits cannot change")
+
+    def verify(self, model: torch.nn.Module, data_loader: Any) -> None:
+        """AuditError unless ``model`` was trained by Opacus on this audit's dataset with
+        Poisson sampling (``data_loader``: the loader ``make_private`` returned) at a rate the
+        bits cannot change (:meth:`verify_loader`)."""
+        self.verify_loader(data_loader)
         if not isinstance(model, GradSampleModule):
             raise AuditError("the model was not trained through make_private (not an Opacus GradSampleModule)")
 
