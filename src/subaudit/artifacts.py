@@ -43,8 +43,8 @@ class CorruptArtifact(ValueError):
         self.reason = reason
         self.foreign = foreign
         super().__init__(
-            f"{path} is damaged ({reason}); it was not used. Remove it (or run "
-            f"`subaudit verify --remove {path}`) and rerun the workflow to recompute it.")
+            f"{path} is damaged ({reason}); it was not used. `subaudit verify --remove {path}` removes "
+            "it if the workflow wrote it and prints the command that rebuilds it.")
 
 
 #: A temporary file older than this is stale whoever wrote it (a write takes seconds).

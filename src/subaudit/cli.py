@@ -26,16 +26,17 @@ from subaudit.validation import ParameterError
 
 S1_ADJACENCIES = ("substitute", "add-remove")
 
-# Library parameter names that differ from their flag.
 #: The flags that describe an accounting request, named in an AccountingRangeError.
 _SETTING_FLAGS = ("sigma", "q", "steps", "target_epsilon", "delta")
 
 
 def _listed(value: Any) -> str:
-    return " ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value) if isinstance(value, list) \
-        else (f"{value:g}" if isinstance(value, float) else str(value))
+    """A flag's value as typed: numbers by %g, lists space-separated."""
+    values = value if isinstance(value, list) else [value]
+    return " ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in values)
 
 
+# Library parameter names that differ from their flag.
 _FLAG_OF = {"runs_per_world": "--runs", "target_epsilon": "--target-epsilon"}
 
 
