@@ -235,3 +235,29 @@ def test_a_diverged_training_fails_naming_its_setting(data):
     with pytest.raises(Diverged, match=r"deep.cases.scratch \(lr 1e\+30.*lower deep.cases.scratch.lr"):
         deep.run_audit("scratch", "membership", 0, data=data, pairs=pairs, network="sample-convnet",
                        training=training, gradient_canaries=0, init=None, scores=["loss"], seed=11)
+
+
+@pytest.mark.parametrize(("augmentations", "physical"), [(1, 16), (2, 7)])
+def test_physical_batches_give_the_unsplit_step(data, augmentations, physical):
+    """A Poisson batch of about 64 records processed in physical batches of 16 (or 7, with two
+    views each): the same sampling, one noisy step per Poisson batch with the gradient canaries
+    inserted once, the same accounting; parameters and gradient-canary scores equal the
+    unsplit training's to float rounding (a different summation order), input-canary scores too."""
+    pairs = deep.make_canaries(data, ["random"], 16, seed=3)
+    out = {}
+    for split in (None, physical):
+        training = deep.Training(steps=3, batch=64, lr=1.0, momentum=0.0, noise_multiplier=1.0, clip=1.0,
+                                 augmentations=augmentations, physical_batch=split)
+        out[split] = deep.run_audit("scratch", "substitute", 0, data=data, pairs=pairs, network="sample-convnet",
+                                    training=training, gradient_canaries=32, init=None, scores=["loss"], seed=11)
+    whole, parts = out[None], out[physical]
+    assert whole.history == parts.history and whole.info["examples"] == parts.info["examples"] > 3 * physical
+    for kind in ("random", "gradient"):
+        assert np.array_equal(whole.bits[kind], parts.bits[kind])
+        for score, values in whole.scores[kind].items():
+            np.testing.assert_allclose(parts.scores[kind][score], values, rtol=1e-4, atol=1e-5)
+    assert whole.info["test_accuracy"] == pytest.approx(parts.info["test_accuracy"], abs=0.02)
+    with pytest.raises(ParameterError, match="physical_batch"):
+        deep.train_private(torch.nn.Linear(2, 2), None, None,
+                           deep.Training(steps=1, batch=4, lr=1.0, momentum=0.0, noise_multiplier=1.0, clip=1.0,
+                                         physical_batch=0), seed=0, gradient=False)

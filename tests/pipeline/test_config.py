@@ -61,6 +61,7 @@ def test_shipped_params_and_presets_validate(repo_root):
         (lambda p: p["natural"]["experiments"]["text"].__setitem__("s6_lr", 0), "s6_lr"),
         (lambda p: p["natural"]["experiments"]["tabular"].__setitem__("hidden", [64, 32]),
          "natural.experiments.tabular.hidden = [64, 32] is invalid; allowed: [] or one hidden layer"),
+        (lambda p: p["deep"].__setitem__("physical_batch", 0), "deep.physical_batch = 0 is invalid"),
         (lambda p: p["deep"]["metagradient"].__setitem__("network", "resnet-18"),
          "deep.metagradient.network = 'resnet-18' is invalid; allowed: one of cnn, resnet-9"),
         (lambda p: p["deep"]["metagradient"].__setitem__("base_from", "test"),

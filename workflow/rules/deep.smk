@@ -97,6 +97,7 @@ if DEEP["source"] is not None:  # null: no deep-network audits
             sizes=DEEP["sizes"],
             network=DEEP["network"],
             training=lambda wc: DEEP["cases"][wc.case],
+            physical_batch=DEEP["physical_batch"],
             kinds=lambda wc: [k for k in DEEP_INPUT_KINDS if wc.group in ("all", k)],
             gradient_canaries=lambda wc: (DEEP["gradient_canaries"] if "gradient" in DEEP["kinds"]
                                           and wc.group in ("all", "gradient") else 0),

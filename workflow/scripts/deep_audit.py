@@ -10,8 +10,9 @@ p, wc, inp = snakemake.params, snakemake.wildcards, snakemake.input
 data = load_data(inp.archive, p.source, p.sizes, p.seed)
 init = load_weights(inp.pretrained[0]) if inp.pretrained else None
 pairs = {kind: made for kind, made in load_canaries(inp.canaries).items() if kind in p.kinds}
+training = Training(**p.training, physical_batch=p.physical_batch)
 audit = run_audit(wc.case, wc.game, int(wc.repeat), data=data, pairs=pairs, network=p.network,
-                  training=Training(**p.training), gradient_canaries=p.gradient_canaries, init=init,
+                  training=training, gradient_canaries=p.gradient_canaries, init=init,
                   scores=p.scores, seed=p.seed, group=wc.group, device=str(resolve_device(p.device)), progress=True)
 # Seconds stay in the log and the benchmark file, never in versioned results.
 examples = audit.info["examples"]

@@ -213,7 +213,9 @@ def average_augmentations(params: Any, copies: int) -> None:
 @dataclass(frozen=True)
 class Training:
     """The DP training of one audit: Opacus' settings (params.yaml ``deep.cases.<case>``);
-    ``augmentations`` is the augmentation multiplicity K (1: none)."""
+    ``augmentations`` is the augmentation multiplicity K (1: none); ``physical_batch`` the most
+    records one forward and backward pass holds (``deep.physical_batch``; None: the whole
+    Poisson batch)."""
 
     steps: int
     batch: int
@@ -222,6 +224,7 @@ class Training:
     noise_multiplier: float
     clip: float
     augmentations: int = 1
+    physical_batch: int | None = None
 
 
 @dataclass(frozen=True)
@@ -244,7 +247,15 @@ def train_private(model: torch.nn.Module, audit: OneRunAudit, base: TensorDatase
     """Train ``model`` (on ``device``) with Opacus on ``audit.dataset(base)`` for
     ``training.steps`` Poisson batches at the rate ``training.batch / len(base)``, whatever the
     bits (:meth:`OneRunAudit.make_private`); returns the private model, optimiser, loader,
-    engine and the examples processed."""
+    engine and the examples processed.
+
+    With ``training.physical_batch``, a Poisson batch larger than it is processed in physical
+    batches of at most that many records (all K views of a record in one): every pass but the
+    last is a skipped step of Opacus' DP optimiser, which clips and sums its per-sample
+    gradients and takes no step (what its ``BatchMemoryManager`` does), so the noise, the
+    gradient canaries and the accountant's step come once per Poisson batch and the update
+    equals the unsplit one to float rounding, in a memory bounded by the physical batch."""
+    physical = None if training.physical_batch is None else check_count(training.physical_batch, "physical_batch")
     model.to(device)
     audit.start(model)
     engine = PrivacyEngine(accountant="prv")
@@ -263,14 +274,21 @@ def train_private(model: torch.nn.Module, audit: OneRunAudit, base: TensorDatase
             for xb, yb in loader:
                 if step == training.steps:
                     break
-                optimizer.zero_grad()
+                records = len(yb)
                 if k > 1:
                     xb, yb = augment(xb, k, views), yb.repeat_interleave(k)
-                F.cross_entropy(model(xb.to(device)), yb.to(device)).backward()
-                average_augmentations(model.parameters(), k)
-                optimizer.step()
+                cuts = list(range(0, records, physical)) if physical and records > physical else [0]
+                for j, start in enumerate(cuts):
+                    end = cuts[j + 1] if j + 1 < len(cuts) else records
+                    optimizer.zero_grad()          # keeps the clipped sum after a skipped step
+                    if j + 1 < len(cuts):
+                        optimizer.signal_skip_step(do_skip=True)
+                    rows = slice(start * k, end * k)
+                    F.cross_entropy(model(xb[rows].to(device)), yb[rows].to(device)).backward()
+                    average_augmentations(model.parameters(), k)
+                    optimizer.step()
                 step += 1
-                examples += len(yb) // k
+                examples += records
                 bar.update()
     return model, optimizer, loader, engine, examples
 
