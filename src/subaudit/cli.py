@@ -223,9 +223,9 @@ def _cmd_one_run(args: argparse.Namespace) -> None:
                                            args.alpha, **kwargs)
         out = {"epsilon": eps, "method": args.method, "canaries": args.canaries,
                "guesses": args.guesses, "correct": args.correct}
-    out.update(delta=args.delta, alpha=args.alpha, k=args.k, family=family, tests=FDP_FAMILIES[family])
+    out.update(delta=args.delta, alpha=args.alpha, k=args.k, family=family, tests=FDP_FAMILIES[family].description)
     _emit(out, args.json, f"{claim_prefix(family)} {eps:.6g} at delta = {args.delta:g} (one-run {args.method}, "
-                          f"confidence {1 - args.alpha:g}; {FDP_FAMILIES[family]})")
+                          f"confidence {1 - args.alpha:g}; {FDP_FAMILIES[family].description})")
 
 
 def _cmd_deep_cost(args: argparse.Namespace) -> None:

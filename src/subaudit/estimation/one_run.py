@@ -51,6 +51,7 @@ from subaudit.validation import (
 
 __all__ = [
     "FDP_FAMILIES",
+    "FDPFamily",
     "GUESS_RULES",
     "ONE_RUN_METHODS",
     "best_one_run_epsilon",
@@ -193,12 +194,23 @@ def steinke_epsilon(canaries: int, guesses: int, correct: int, delta: float, alp
 # Mahloujifar, Melis & Chaudhuri 2024
 # ---------------------------------------------------------------------------
 
-#: Trade-off families a one-run f-DP audit can test (``family=`` of :func:`fdp_epsilon`), with
-#: the words printed beside their bounds.  Only ``"dp"`` is valid for every mechanism.
-FDP_FAMILIES: dict[str, str] = {
-    "dp": "(eps, delta)-DP curve f_{eps,delta}: valid for every mechanism",
-    "gdp": "mu-GDP test (the Gaussian mechanism matched to (eps, delta)): valid only for Gaussian mechanisms",
-    "dpsgd": "DP-SGD's own curve at its q and steps (the noise multiplier searched): valid for DP-SGD",
+@dataclass(frozen=True)
+class FDPFamily:
+    """A trade-off family a one-run f-DP audit can test: ``label``, printed beside its bounds
+    in tables and legends, and ``description``, what its bound claims."""
+
+    label: str
+    description: str
+
+
+#: Trade-off families a one-run f-DP audit can test (``family=`` of :func:`fdp_epsilon`).  Only
+#: ``"dp"`` is valid for every mechanism.
+FDP_FAMILIES: dict[str, FDPFamily] = {
+    "dp": FDPFamily("(eps, delta)-DP", "(eps, delta)-DP curve f_{eps,delta}: valid for every mechanism"),
+    "gdp": FDPFamily("mu-GDP test", "mu-GDP test (the Gaussian mechanism matched to (eps, delta)): valid only "
+                                    "for Gaussian mechanisms"),
+    "dpsgd": FDPFamily("DP-SGD curve", "DP-SGD's own curve at its q and steps (the noise multiplier searched): "
+                                       "valid for DP-SGD"),
 }
 
 

@@ -43,7 +43,7 @@ import numpy as np
 from subaudit.estimation.one_run import FDP_FAMILIES, DPSGDCurve, best_one_run_epsilon
 from subaudit.validation import ParameterError, check_choice, check_count, check_probability
 
-__all__ = ["ADJACENCY", "FAMILY_LABELS", "GAMES", "PROCEDURES", "Procedure", "ScoreSet", "bound_rows", "family_of",
+__all__ = ["ADJACENCY", "GAMES", "PROCEDURES", "Procedure", "ScoreSet", "bound_rows", "family_of",
            "least_canaries", "perfect_epsilon", "procedure_epsilon", "bound_label", "claim_prefix"]
 
 
@@ -80,15 +80,10 @@ PROCEDURES: dict[str, Procedure] = {p.name: p for p in (
               "magnitude", "fdp", "Mahloujifar, Melis & Chaudhuri 2024, arXiv 2410.22235"),
 )}
 
-#: What each f-DP family's bound is called wherever it is printed (the procedures of method
-#: ``"fdp"``; the Steinke bound is always an (eps, delta) one).
-FAMILY_LABELS: dict[str, str] = {"dp": "(eps, delta)-DP", "gdp": "mu-GDP test", "dpsgd": "DP-SGD curve"}
-
-
 def bound_label(family: str, bonferroni: bool = True) -> str:
     """What a bound is, wherever it is printed: its family's label, and "uncorrected: not valid"
     for the papers' best guess count without the Bonferroni correction."""
-    return FAMILY_LABELS[family] + ("" if bonferroni else "; uncorrected guess count: not valid")
+    return FDP_FAMILIES[family].label + ("" if bonferroni else "; uncorrected guess count: not valid")
 
 
 def claim_prefix(family: str) -> str:

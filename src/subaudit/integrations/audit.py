@@ -51,9 +51,9 @@ from opacus.grad_sample import GradSampleModule
 from opacus.optimizers import DPOptimizer
 from opacus.validators import ModuleValidator
 
+from subaudit.estimation.one_run import FDP_FAMILIES
 from subaudit.estimation.procedures import (
     ADJACENCY,
-    FAMILY_LABELS,
     GAMES,
     PROCEDURES,
     ScoreSet,
@@ -101,11 +101,6 @@ def _label(record: Any, where: str) -> int:
     return int(value)
 
 
-def _key(record: Any) -> tuple[Any, ...]:
-    x = np.ascontiguousarray(torch.as_tensor(record[0]).detach().cpu().numpy())
-    return x.shape, x.dtype.str, x.tobytes(), int(_label(record, "canary"))
-
-
 def _check_records(pairs: Sequence[tuple[Any, Any]]) -> None:
     """Canary records are (input, integer label), inputs of one shape, and no record appears
     twice (a record paired with itself, or in two slots, would make slots dependent)."""
@@ -114,7 +109,7 @@ def _check_records(pairs: Sequence[tuple[Any, Any]]) -> None:
     for i, pair in enumerate(pairs):
         for j, record in enumerate(pair):
             where = f"canaries[{i}][{j}]"
-            _label(record, where)
+            label = _label(record, where)
             try:
                 x = torch.as_tensor(record[0])
             except (TypeError, ValueError, RuntimeError) as err:
@@ -124,7 +119,7 @@ def _check_records(pairs: Sequence[tuple[Any, Any]]) -> None:
                 shape = tuple(x.shape)
             elif tuple(x.shape) != shape:
                 raise ParameterError(where, tuple(x.shape), f"an input of the first canary's shape {shape}")
-            key = _key(record)
+            key = (shape, x.dtype, x.detach().cpu().numpy().tobytes(), label)
             if key in seen:
                 raise ParameterError(where, "a repeated record", f"records that appear once (it equals {seen[key]}): "
                                                                  "every slot needs its own record and twin")
@@ -208,7 +203,7 @@ class AuditReport:
                  ", ".join(f"eps_{'AR' if k == 'add-remove' else 'S'} = {v:.4g}" for k, v in self.accountant.items())]
         for r in self.rows:
             ceiling = f", ceiling {r['ceiling']:.4g}" if r.get("ceiling") is not None else ""
-            test = f"{r['procedure']} ({FAMILY_LABELS[r['family']]})"
+            test = f"{r['procedure']} ({FDP_FAMILIES[r['family']].label})"
             claim = claim_prefix(r["family"])
             lines.append(f"  {r['canaries']:<8} {r['score']:<9} {test:<34} {claim} {r['epsilon']:.4g}"
                          f" (m = {r['m']}, most possible {r['perfect']:.4g}{ceiling})")

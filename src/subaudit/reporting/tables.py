@@ -15,7 +15,8 @@ import pandas as pd
 
 from subaudit.estimation.ceilings import final_iterate_epsilon
 from subaudit.estimation import estimate_epsilon, finite_r_ceiling
-from subaudit.estimation.procedures import FAMILY_LABELS, GAMES, PROCEDURES, bound_label
+from subaudit.estimation.one_run import FDP_FAMILIES
+from subaudit.estimation.procedures import GAMES, PROCEDURES, bound_label
 from subaudit.scenarios import SCENARIOS
 from subaudit.scenarios.deep import CASES, DEEP_KINDS, SCORES
 
@@ -236,7 +237,7 @@ def one_run_table(step_acc: pd.DataFrame, one_run: Iterable[Mapping[str, Any]],
                              "n_repeats": 0, "trainings": 0})
             mine = one[(one["kind"] == kind) & (one["q"] == rec.q)] if not one.empty else one
             for (method, family), group in (mine.groupby(["method", "family"]) if not mine.empty else ()):
-                test = "" if family == "dp" else f", {FAMILY_LABELS[family]}"
+                test = "" if family == "dp" else f", {FDP_FAMILIES[family].label}"
                 rows.append({**base, "series": f"one-run audit ({method}{test}, m = {int(group['canaries'].iloc[0])})",
                              "method": method, "epsilon": group["epsilon"].mean(),
                              "se": group["epsilon"].std(ddof=1) / np.sqrt(len(group)),
@@ -259,7 +260,7 @@ def one_run_table(step_acc: pd.DataFrame, one_run: Iterable[Mapping[str, Any]],
 
 #: Columns of the deep-network audits' figure CSV, one row per (case, game, repeat, kind,
 #: score, procedure): the bound (``family``: the trade-off curve an f-DP procedure tests,
-#: :data:`subaudit.estimation.procedures.FAMILY_LABELS`), the most m canaries can show, the accountants' epsilon of
+#: :data:`subaudit.estimation.one_run.FDP_FAMILIES`), the most m canaries can show, the accountants' epsilon of
 #: that training (``reference``: the game's adjacency), the ceiling (gradient canaries), and
 #: the audit's cost in trainings (one: a one-run audit).
 DEEP_COLUMNS = ("case", "game", "adjacency", "group", "repeat", "kind", "score", "procedure", "family", "bonferroni",
