@@ -1,19 +1,22 @@
-"""How long the paper preset's DP trainings take: the arithmetic, from `subaudit bench`.
+"""How long the paper preset's DP trainings take on one device: the arithmetic, from measured rates.
 
 Lists every natural-data audit of ``params.yaml`` merged with ``presets/paper.yaml`` (base grid
 and ablations, as the workflow builds them), its model-steps (runs x steps) and useful FLOPs,
-and converts them to time with the engine's rates measured by ``subaudit bench --json``:
+and converts them to hours with the engine's own rates from ``subaudit bench --json`` on the
+device the audits will train on (no assumed fraction of a matmul rate):
 
 * a linear head (image, text) trains densely at every q (the engine computes every record,
   see *Training engine*), so its time per model-step is the bench's image-head q = 1 time
   scaled by the useful FLOPs of a full batch of the paper's shape;
 * the MLP (tabular) trains the sampled records only (``gather``), so its time scales with
   q x n: the bench's tabular q = 0.25 rate scaled by useful FLOPs;
-* on a GPU the engine is assumed to reach the same fraction of the device's float32 matmul
-  rate as on this CPU (``--device-gflops``; an H100 SXM does about 67,000 GFLOP/s in float32
-  without tensor cores), so GPU time = CPU time x (CPU matmul / device matmul).
+* of a workload's rows the one with the most runs trained at once is taken (on a GPU the
+  bench measures 1,024 to 16,384 runs; a shard trains ``natural.shard_size``).
 
-Usage: ``python benchmarks/paper_time.py --bench bench.json [--device-gflops 67000]``.
+With ``--deep deep.json`` (``subaudit deep-cost --configfile presets/paper.yaml --json`` on
+the same device) it adds the deep phase: its examples at the measured Opacus rate.
+
+Usage: ``python benchmarks/paper_time.py --bench bench.json [--deep deep.json] [--json]``.
 """
 
 from __future__ import annotations
@@ -54,8 +57,13 @@ def audits(params: dict) -> list[S.Setting]:
 
 
 def seconds_per_model_step(bench: dict, exp: str, q: float, n: int) -> float:
-    """CPU seconds of one model-step of ``exp`` at (q, n), from the bench's goal workloads."""
-    rows = {(r["name"], r["q"]): r for r in bench["workloads"] if r["role"] == "goal"}
+    """Device seconds of one model-step of ``exp`` at (q, n), from the bench's goal workloads
+    (each workload's row with the most runs at once)."""
+    rows: dict[tuple[str, float], dict] = {}
+    for r in bench["workloads"]:
+        key = (r["name"], r["q"])
+        if r["role"] == "goal" and (key not in rows or r["runs"] > rows[key]["runs"]):
+            rows[key] = r
     if exp == "tabular":
         ref = rows[("tabular MLP", 0.25)]
         scale = useful_flops(SIZES[exp], q * n) / useful_flops((600, 128, 100), 0.25 * ref["n"])
@@ -65,13 +73,9 @@ def seconds_per_model_step(bench: dict, exp: str, q: float, n: int) -> float:
     return scale / ref["engine_model_steps_per_s"]
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--bench", required=True, help="output of `subaudit bench --json`")
-    ap.add_argument("--device-gflops", type=float, default=67000.0,
-                    help="float32 matmul rate of one GPU (GFLOP/s)")
-    args = ap.parse_args()
-    bench = json.loads(Path(args.bench).read_text())
+def paper_hours(bench: dict, deep: dict | None = None) -> dict:
+    """Per experiment: settings, shards, model-steps, PFLOP and hours on the bench's device;
+    with ``deep`` (``subaudit deep-cost --json``) the deep phase's examples and hours."""
     params = merged(yaml.safe_load((ROOT / "params.yaml").read_text()),
                     yaml.safe_load((ROOT / "presets/paper.yaml").read_text()))
     validate_params(params, "params.yaml + presets/paper.yaml")
@@ -79,30 +83,45 @@ def main() -> None:
     per_exp: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for s in audits(params):
         exp = nat["experiments"][s.experiment]
-        shards = math.ceil(s.runs / nat["shard_size"])
         steps = s.runs * s.steps
-        cpu = steps * seconds_per_model_step(bench, s.experiment, s.q, exp["n_train"])
         row = per_exp[s.experiment]
         row["settings"] += 1
-        row["shards"] += shards
+        row["shards"] += math.ceil(s.runs / nat["shard_size"])
         row["model_steps"] += steps
         row["pflop"] += steps * useful_flops(SIZES[s.experiment], s.q * exp["n_train"]) / 1e15
-        row["cpu_core_hours"] += cpu / 3600
-    ratio = bench["matmul_gflops"] / args.device_gflops
-    print(f"bench: float32 matmul {bench['matmul_gflops']:.0f} GFLOP/s on this CPU; device "
-          f"{args.device_gflops:.0f} GFLOP/s: GPU time = CPU time x {ratio:.2e}")
-    print(f"{'experiment':<10}{'settings':>9}{'shards':>8}{'model-steps':>14}{'PFLOP':>9}"
-          f"{'CPU core-h':>12}{'GPU-h':>9}")
-    total = defaultdict(float)
-    for exp, row in per_exp.items():
-        gpu = row["cpu_core_hours"] * ratio
-        total["gpu"] += gpu
-        for k, v in row.items():
-            total[k] += v
+        row["hours"] += steps * seconds_per_model_step(bench, s.experiment, s.q, exp["n_train"]) / 3600
+    out = {"device": bench["machine"]["device"], "natural": {k: dict(v) for k, v in per_exp.items()},
+           "natural_hours": sum(v["hours"] for v in per_exp.values())}
+    if deep is not None:
+        if deep["device"].split(":")[0] != out["device"].split(":")[0]:
+            raise SystemExit(f"--deep was measured on {deep['device']}, the bench on {out['device']}")
+        out["deep"] = {"examples": deep["total_examples"], "examples_per_second": deep["examples_per_second"],
+                       "hours": deep["total_examples"] / deep["examples_per_second"] / 3600}
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--bench", required=True, help="output of `subaudit bench --json` on the device")
+    ap.add_argument("--deep", help="output of `subaudit deep-cost --configfile presets/paper.yaml --json`")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    bench = json.loads(Path(args.bench).read_text())
+    deep = json.loads(Path(args.deep).read_text()) if args.deep else None
+    out = paper_hours(bench, deep)
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return
+    print(f"the paper preset on one {out['device']} device, at the rates `subaudit bench` measured there")
+    print(f"{'experiment':<10}{'settings':>9}{'shards':>8}{'model-steps':>14}{'PFLOP':>9}{'hours':>10}")
+    for exp, row in out["natural"].items():
         print(f"{exp:<10}{row['settings']:>9.0f}{row['shards']:>8.0f}{row['model_steps']:>14.3g}"
-              f"{row['pflop']:>9.3g}{row['cpu_core_hours']:>12.1f}{gpu:>9.2f}")
-    print(f"{'total':<10}{total['settings']:>9.0f}{total['shards']:>8.0f}{total['model_steps']:>14.3g}"
-          f"{total['pflop']:>9.3g}{total['cpu_core_hours']:>12.1f}{total['gpu']:>9.2f}")
+              f"{row['pflop']:>9.3g}{row['hours']:>10.2f}")
+    print(f"{'natural':<50}{out['natural_hours']:>10.2f}")
+    if "deep" in out:
+        d = out["deep"]
+        print(f"deep: {d['examples']:,} examples with Opacus at {d['examples_per_second']:,.0f}/s: "
+              f"{d['hours']:.2f} hours")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,14 @@ from subaudit.data import Dataset
 from subaudit.estimation.procedures import PROCEDURES, procedure_epsilon
 from subaudit.integrations import deep
 from subaudit.integrations.networks import NETWORKS, build, parameter_count
-from subaudit.scenarios.deep import DEEP_KINDS, NETWORK_NAMES, SCORES, make_pairs
+from subaudit.scenarios.deep import (
+    DEEP_KINDS,
+    NETWORK_COSTS,
+    NETWORK_NAMES,
+    SCORES,
+    audit_job_resources,
+    make_pairs,
+)
 from subaudit.validation import ParameterError
 
 pytestmark = [pytest.mark.filterwarnings("ignore:Full backward hook"),
@@ -34,6 +41,28 @@ def test_networks_are_the_papers_and_opacus_can_train_them():
     assert cnn(torch.rand(3, 1, 28, 28)).shape == (3, 10) and wrn(torch.rand(2, 3, 32, 32)).shape == (2, 10)
     again = build("sample-convnet", classes=10, channels=1, size=28, seed=0)
     assert all(torch.equal(a, b) for a, b in zip(cnn.parameters(), again.parameters()))
+    # the cost registry's parameter counts are the built networks' at its reference inputs
+    small, wide = NETWORK_COSTS["sample-convnet"], NETWORK_COSTS["wrn-16-4"]
+    assert (small.parameters, small.pixels) == (parameter_count(cnn), 28 * 28)
+    assert (wide.parameters, wide.pixels) == (parameter_count(wrn), 3 * 32 * 32)
+
+
+def test_an_audit_jobs_slurm_resources_grow_with_its_training():
+    """Minutes: 10 + 3 x examples / (rate x reference pixels / pixels) / 60, rounded up; memory
+    on the CPU: 3,000 MB + 12 bytes x parameters (scaled to the input) x physical batch."""
+    case = {"steps": 400, "batch": 256, "augmentations": 1}
+    deep_params = {"network": "sample-convnet", "physical_batch": None, "cases": {"scratch": case}}
+    cpu = audit_job_resources(deep_params, "scratch", "cpu", (28, 28))
+    assert cpu["runtime"] == 10 + int(np.ceil(3 * 400 * 256 / 2_857 / 60)) == 12
+    assert cpu["mem_mb"] == 3_000 + int(np.ceil((256 + 64) * 12 * 26_010 / 2**20))
+    assert audit_job_resources(deep_params, "scratch", "cuda", (28, 28)) == {"runtime": 11, "mem_mb": 3_000}
+    paper = {"network": "wrn-16-4", "physical_batch": 64,
+             "cases": {"scratch": {"steps": 3405, "batch": 4096, "augmentations": 16}}}
+    gpu = audit_job_resources(paper, "scratch", "cuda", (32, 32, 3))
+    assert gpu["runtime"] == 10 + int(np.ceil(3 * 3405 * 4096 * 16 / 8_843 / 60))   # about 21 hours
+    assert 20 * 60 < gpu["runtime"] < 22 * 60
+    assert audit_job_resources(paper, "scratch", "cpu", (32, 32, 3))["mem_mb"] == 3_000 + int(
+        np.ceil(64 * 12 * 2_748_890 / 2**20))
 
 
 @pytest.fixture(scope="module")

@@ -17,6 +17,8 @@ if DEEP["source"] is not None:  # null: no deep-network audits
     DEEP_INPUT_KINDS = [k for k in DEEP["kinds"] if not DEEP_KINDS[k].white_box]
     # the canaries of a training: every kind together ("all"), or one kind each (deep.separate)
     DEEP_GROUPS = DEEP["kinds"] if DEEP["separate"] else ["all"]
+    DEEP_AUDIT_RESOURCES = {case: audit_job_resources(DEEP, case, NAT["device"], SOURCES[DEEP["source"]].shape)
+                            for case in DEEP["cases"]}   # runtime and memory from the setting
     DEEP_AUDITS = expand("results/deep/audits/{case}_{game}_{group}_{repeat}.npz", case=list(DEEP["cases"]),
                          game=DEEP["games"], group=DEEP_GROUPS, repeat=range(DEEP["repeats"]))
 
@@ -110,8 +112,8 @@ if DEEP["source"] is not None:  # null: no deep-network audits
         benchmark:
             "logs/benchmarks/deep/audit_{case}_{game}_{group}_{repeat}.tsv"
         resources:
-            mem_mb=3000,
-            runtime=120,
+            mem_mb=lambda wc: DEEP_AUDIT_RESOURCES[wc.case]["mem_mb"],
+            runtime=lambda wc: DEEP_AUDIT_RESOURCES[wc.case]["runtime"],
             gpu=GPUS,
         conda:
             "../envs/subaudit.yaml"

@@ -21,13 +21,17 @@ Modules, one concept each:
 * :mod:`~subaudit.engine.kernels` (``_kernels.cpp``) and :mod:`~subaudit.engine.generator`:
   the compiled CPU kernels and the numpy twin of their generator, used where the library is
   not built (no C++ compiler) or ``SUBAUDIT_KERNELS=none``;
+* :mod:`~subaudit.engine.device_streams` (:mod:`~subaudit.engine.device_kernels`): the same
+  generator on a GPU as Triton kernels, every run's draws of a step in one launch;
 * :mod:`~subaudit.engine.bench`: throughput against Opacus and the machine's matmul rate.
 
 Determinism: a run's numbers depend only on ``(seed, run)`` and its settings, not on the
-chunking, the thread count or the kernels' instruction set (tested).
+chunking, the thread count, the kernels' instruction set or the device's kind for its random
+draws (tested).
 
 May import: the base modules (:mod:`subaudit.validation`, :mod:`subaudit.seeding`,
-:mod:`subaudit.schedule`, :mod:`subaudit.devices`), numpy, torch, tqdm.  Nothing of the
+:mod:`subaudit.schedule`, :mod:`subaudit.devices`), numpy, torch, tqdm, triton (where
+installed).  Nothing of the
 workflow (pipeline, reporting) or of the scenarios.
 """
 

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
-from subaudit.engine import generator, kernels
+from subaudit.engine import device_streams, generator, kernels
 from subaudit.engine import (
     MLP,
     DPConfig,
@@ -44,8 +44,8 @@ from subaudit.engine import (
     train,
 )
 
-__all__ = ["GOALS", "WORKFLOW_JOB", "Workload", "WORKLOADS", "matmul_gflops", "run_bench",
-           "useful_flops"]
+__all__ = ["DEVICE_RUNS", "GOALS", "WORKFLOW_JOB", "Workload", "WORKLOADS", "draw_seconds", "matmul_gflops",
+           "run_bench", "useful_flops"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,11 @@ class Workload:
     opacus_steps: int    # Opacus steps of its one model (quick mode: a fifth)
     role: str            # "goal": a throughput goal's workload; "default": the default run trains it
     basis: str = "auto"  # engine.train's basis: goals measure the engine in full
+
+
+#: On a GPU the goal workloads are measured again at these numbers of runs trained at once:
+#: a rate that falls as they grow shows a bound other than the device's arithmetic.
+DEVICE_RUNS: tuple[int, ...] = (1_024, 4_096, 16_384)
 
 
 def _default(name: str, sizes: tuple[int, ...], n: int, q: float, optimizer: str = "sgd",
@@ -147,32 +152,35 @@ def _engine_rate(w: Workload, steps: int, runs: int, device: str, memory_mb: flo
     return runs * steps / (time.perf_counter() - t0)
 
 
-def _draw_seconds(w: Workload, span: torch.Tensor | None, steps: int, runs: int,
-                  device: str) -> float:
+def draw_seconds(w: Workload, span: torch.Tensor | None, steps: int, runs: int,
+                  device: str) -> tuple[float, float | None]:
     """Seconds the engine spends drawing ``steps`` steps of sampling and noise for ``runs``
-    runs (in the span basis ``span``, noise for the span's coordinates only): on a GPU the
-    same draws through the same function as in training; on the CPU the kernels' draws the
-    way their training consumes them (:func:`kernels.draw_only`, or its numpy twin's)."""
+    runs (in the span basis ``span``, noise for the span's coordinates only), and on a device
+    the generator's kernel launches per step: on a GPU (or the CPU under
+    ``SUBAUDIT_STREAMS=device``) the same draws through the same function as in training; on
+    the CPU the kernels' draws the way their training consumes them (:func:`kernels.draw_only`,
+    or its numpy twin's)."""
     model = MLP(w.sizes if span is None else (span.shape[1], w.sizes[-1]))
     streams = RunStreams.for_runs(0, range(runs), device)
     uniforms = None if w.q == 1.0 else torch.empty(runs, w.n + 1, device=device)
     block = streams[0].block
-    if block is not None:   # the compiled kernels, or without them their numpy twin
+    if isinstance(block, (kernels.StreamBlock, generator.NumpyStreamBlock)):   # the CPU's
         draw_only = kernels.draw_only if isinstance(block, kernels.StreamBlock) else generator.draw_only
         t0 = time.perf_counter()
         draw_only(block, 0 if uniforms is None else w.n + 1, model.num_params, steps)
-        return time.perf_counter() - t0
+        return time.perf_counter() - t0, None
     noise = torch.empty(runs, model.num_params, device=device)
 
     def one_step() -> None:
         draw_step(streams, uniforms, noise)
     one_step()
     _sync(device)
+    launched = device_streams.launches()
     t0 = time.perf_counter()
     for _ in range(steps):
         one_step()
     _sync(device)
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, (device_streams.launches() - launched) / steps
 
 
 def _batching(w: Workload, span: torch.Tensor | None, device: str) -> str:
@@ -186,6 +194,11 @@ def _span(w: Workload) -> torch.Tensor | None:
     data, _ = _data(w)
     model = MLP(w.sizes)
     return choose_basis(w.basis, model, data, GradientCanary.one_hot(model, 0, 1.0), _dp(w, 1))
+
+
+def _half_memory_mb(device: str) -> float:
+    """Half the device's memory, in MB: the engine's chunk budget for the many-runs rows."""
+    return torch.cuda.get_device_properties(torch.device(device)).total_memory / 2 / 2**20
 
 
 def _sync(device: str) -> None:
@@ -262,7 +275,7 @@ def _row(w: Workload, runs: int, threads: int, steps: int, opacus_steps: int, re
         eng = max(eng, _engine_rate(w, steps, runs, device, memory_mb))
         opa = max(opa, _opacus_rate(w, opacus_steps, device))
     span = _span(w)
-    draw = _draw_seconds(w, span, steps, runs, device)
+    draw, launches = draw_seconds(w, span, steps, runs, device)
     flops = useful_flops(w.sizes, w.q * w.n)
     return {
         **{k: v for k, v in asdict(w).items() if k not in ("steps", "opacus_steps")},
@@ -278,6 +291,7 @@ def _row(w: Workload, runs: int, threads: int, steps: int, opacus_steps: int, re
         "matmul_gflops": peak,
         "fraction_of_matmul": eng * flops / 1e9 / peak,
         "randomness_share": min(1.0, draw / (runs * steps / eng)),
+        "draw_launches_per_step": launches,
     }
 
 
@@ -297,7 +311,13 @@ def run_bench(quick: bool = False, progress: Callable[[str], None] | None = None
         say(f"{w.name} {w.sizes} q={w.q}: engine and Opacus, best of {repeats}, interleaved")
         rows.append(_row(w, w.runs, threads, max(2, w.steps // scale),
                          max(4, w.opacus_steps // scale), repeats, peak, device))
-    if torch.device(device).type == "cpu":
+    if torch.device(device).type != "cpu":
+        for w in (w for w in WORKLOADS if w.role == "goal"):
+            for runs in DEVICE_RUNS:
+                say(f"{w.name} {w.sizes} q={w.q}: {runs:,} runs at once")
+                rows.append(_row(w, runs, threads, max(2, w.steps // scale),
+                                 max(4, w.opacus_steps // scale), 1, peak, device, _half_memory_mb(device)))
+    else:
         job = WORKFLOW_JOB
         with _threads(job["threads"]):
             say(f"matmul on {job['threads']} thread")
@@ -329,7 +349,7 @@ def format_table(result: dict) -> str:
              f"({result['machine']['torch_threads']} threads, {result['machine']['device']})",
              f"{'workload':<13}{'sizes':>16}{'q':>8}{'runs':>6}{'thr':>4}{'basis':>6}{'batching':>9}"
              f"{'engine/s':>11}{'opacus/s':>10}"
-             f"{'speed-up':>10}{'GFLOP/s':>9}{'of matmul':>11}{'drawing':>9}"]
+             f"{'speed-up':>10}{'GFLOP/s':>9}{'of matmul':>11}{'drawing':>9}{'launches':>9}"]
     for r in result["workloads"]:
         sizes = "-".join(map(str, r["sizes"]))
         lines.append(f"{r['name']:<13}{sizes:>16}{r['q']:>8g}{r['runs']:>6}{r['threads']:>4}"
@@ -337,11 +357,13 @@ def format_table(result: dict) -> str:
                      f"{r['engine_model_steps_per_s']:>11.1f}"
                      f"{r['opacus_model_steps_per_s']:>10.1f}{r['speedup_vs_opacus']:>9.1f}x"
                      f"{r['engine_gflops']:>9.1f}{r['fraction_of_matmul']:>10.0%}"
-                     f"{r['randomness_share']:>9.0%}")
+                     f"{r['randomness_share']:>9.0%}"
+                     + ("" if r.get("draw_launches_per_step") is None else f"{r['draw_launches_per_step']:>9.3g}"))
     lines.append("model-steps per second; useful FLOPs = forward + backward of the full model over "
                  "q*n records (a span-basis head does fewer), as a share of the matmul rate on the row's "
                  "threads; drawing: share of the engine's step time spent drawing sampling and "
-                 "noise; rows on 1 thread with 1,000 runs: the default run's training jobs")
+                 "noise; launches: the generator's kernel launches per step (a device); rows on 1 thread with "
+                 "1,000 runs: the default run's training jobs")
     for g in result["goals"]:
         lines.append(f"{'met' if g['met'] else 'NOT met':>7}: {g['goal']} "
                      f"(measured {g['measured']:.3g})")

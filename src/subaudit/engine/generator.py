@@ -48,7 +48,7 @@ import torch
 
 from subaudit.engine.ziggurat_tables import FI, KI, R, WI
 
-__all__ = ["LANES", "NumpyStreamBlock", "draw_only"]
+__all__ = ["LANES", "NumpyStreamBlock", "draw_only", "seed_states"]
 
 #: xoroshiro128++ lanes per stream; a stream's state is 2 words per lane (a, b).
 LANES = 4
@@ -336,7 +336,7 @@ def _uniforms(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
         out[:, LANES * G:] = u
 
 
-def _seed(seeds: np.ndarray) -> np.ndarray:
+def seed_states(seeds: np.ndarray) -> np.ndarray:
     """The kernels' ``sa_seed`` for every seed: splitmix64 outputs, two words per lane."""
     s = seeds.astype(np.uint64)
     words = []
@@ -358,7 +358,7 @@ class NumpyStreamBlock:
         seeds = np.asarray(seeds, dtype=np.uint64)
         self.runs, self.purposes = seeds.shape
         self.words = 2 * LANES
-        self.state = _seed(seeds)
+        self.state = seed_states(seeds)
 
     def _lanes(self, purpose: int, out: torch.Tensor, rows: slice) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """The lanes (a, b) of the rows' streams of ``purpose`` as (runs, 4) copies and the

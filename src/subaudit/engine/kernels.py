@@ -116,7 +116,7 @@ def cpu_variant() -> str:
     on x86-64 (``SUBAUDIT_KERNELS`` may name a narrower one, all giving the same bits, or
     ``none``: no compiled kernels), ``""`` elsewhere."""
     asked = os.environ.get("SUBAUDIT_KERNELS")
-    if asked == "none":
+    if asked == "none" or os.environ.get("SUBAUDIT_STREAMS") == "device":   # the GPU's path
         return "none"
     if importlib.util.find_spec("subaudit.engine._kernels") is not None:
         return ""

@@ -1,16 +1,20 @@
 """Each run's random streams, derived only from ``(seed, run)``: a run's numbers are the same
-alone, in any chunk, on any number of threads.
+alone, in any chunk, on any number of threads, on the CPU or on a GPU.
 
 On the CPU the streams are the compiled kernels' generator (:mod:`subaudit.engine.kernels`:
 xoroshiro128++ lanes, 24-bit uniforms, ziggurat normals), or, where the library is not
 built (no C++ compiler) or ``SUBAUDIT_KERNELS=none``, its numpy twin
 (:mod:`subaudit.engine.generator`), which draws the same numbers bit for bit, slower.  On a
-GPU they are torch's Philox generators on the device, so a GPU step copies no random
-numbers from the host.
+GPU they are the same generator as Triton kernels (:mod:`subaudit.engine.device_streams`):
+the same numbers (to the last bit of a rare tail value), every run's draw of a step in one
+launch, no random number copied from the host.  ``SUBAUDIT_STREAMS=device`` makes the CPU
+take the GPU's path (the device kernels in Triton's interpreter, training through torch): the
+tests' way to run on the CPU the code a GPU runs.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -20,7 +24,7 @@ import torch
 from subaudit.engine import kernels
 from subaudit.seeding import derive_seed
 
-__all__ = ["MASK", "NOISE", "RunStreams", "StreamBlock", "draw_step", "new_block"]
+__all__ = ["MASK", "NOISE", "RunStreams", "StreamBlock", "device_path_on_cpu", "draw_step", "new_block"]
 
 #: Columns of a run's CPU streams in a block: the Poisson masks' uniforms, the noise.
 MASK, NOISE = 0, 1
@@ -28,20 +32,31 @@ MASK, NOISE = 0, 1
 
 class StreamBlock(Protocol):
     """Random streams of R runs, ``purposes`` each, as one array of states (the compiled
-    :class:`kernels.StreamBlock` or :class:`subaudit.engine.generator.NumpyStreamBlock`)."""
+    :class:`kernels.StreamBlock`, :class:`subaudit.engine.generator.NumpyStreamBlock`, or on a
+    device :class:`subaudit.engine.device_streams.DeviceStreamBlock`)."""
 
     runs: int
     purposes: int
-    state: np.ndarray
+    state: np.ndarray | torch.Tensor
 
     def uniform(self, purpose: int, out: torch.Tensor, rows: slice = ...) -> torch.Tensor: ...
 
     def normal(self, purpose: int, out: torch.Tensor, rows: slice = ...) -> torch.Tensor: ...
 
 
-def new_block(seeds: Sequence[Sequence[int]]) -> StreamBlock:
-    """A block of CPU streams seeded with ``seeds[r][k]``: the compiled kernels' where they are
-    loaded (:func:`kernels.available`), else their numpy twin (the same numbers)."""
+def device_path_on_cpu() -> bool:
+    """Whether ``SUBAUDIT_STREAMS=device`` asks the CPU to run the GPU's code path."""
+    return os.environ.get("SUBAUDIT_STREAMS") == "device"
+
+
+def new_block(seeds: Sequence[Sequence[int]], device: str | torch.device = "cpu") -> StreamBlock:
+    """A block of streams seeded with ``seeds[r][k]`` for ``device``: on the CPU the compiled
+    kernels' where they are loaded (:func:`kernels.available`), else their numpy twin; on a GPU
+    (or the CPU under ``SUBAUDIT_STREAMS=device``) the device kernels'.  The same numbers."""
+    if torch.device(device).type != "cpu" or device_path_on_cpu():
+        from subaudit.engine.device_streams import block_for
+
+        return block_for(seeds, device)
     if kernels.available():
         return kernels.StreamBlock(seeds)
     from subaudit.engine.generator import NumpyStreamBlock
@@ -56,10 +71,11 @@ class _BlockStream:
     def __init__(self, block: StreamBlock, row: int, purpose: int) -> None:
         self.block, self.row, self.purpose = block, row, purpose
 
-    def get_state(self) -> np.ndarray:
-        return self.block.state[self.row, self.purpose].copy()
+    def get_state(self) -> np.ndarray | torch.Tensor:
+        state = self.block.state[self.row, self.purpose]
+        return state.clone() if isinstance(state, torch.Tensor) else state.copy()
 
-    def set_state(self, state: np.ndarray) -> None:
+    def set_state(self, state: np.ndarray | torch.Tensor) -> None:
         self.block.state[self.row, self.purpose] = state
 
 
@@ -71,47 +87,34 @@ class RunStreams:
     from ``noise`` (parameters in order, weight then bias per layer); ``init`` is used once.
     Tests feed Opacus from the same streams.
 
-    ``mask`` and ``noise`` live on ``device``, where the model is trained: on the CPU a row of a
-    block of streams (:func:`new_block`; float32 normals are the float64 ones rounded), on a
-    GPU torch's Philox.  The two kinds
-    draw different numbers from one seed; on one device kind a run's numbers are the same
-    alone or in any chunk.  ``init`` (used once) is always a torch CPU generator.
+    ``mask`` and ``noise`` are a row of a block of streams (:func:`new_block`) for ``device``,
+    where the model is trained; float32 normals are the float64 ones rounded.  Every device
+    draws the same numbers.  ``init`` (used once) is always a torch CPU generator.
     """
 
     def __init__(self, seed: int, run: int, device: str | torch.device = "cpu",
                  block: StreamBlock | None = None, row: int = 0) -> None:
         run = int(run)
         self.init = torch.Generator().manual_seed(derive_seed(seed, "run", run, "init"))
-        self.block: StreamBlock | None = None
-        if torch.device(device).type == "cpu":
-            self.block = block or new_block([_stream_seeds(seed, run)])
-            self.row = row if block is not None else 0
-            self.mask: torch.Generator | _BlockStream = _BlockStream(self.block, self.row, MASK)
-            self.noise: torch.Generator | _BlockStream = _BlockStream(self.block, self.row, NOISE)
-        else:
-            self.mask = torch.Generator(device).manual_seed(derive_seed(seed, "run", run, "mask"))
-            self.noise = torch.Generator(device).manual_seed(derive_seed(seed, "run", run, "noise"))
+        self.block: StreamBlock = block or new_block([_stream_seeds(seed, run)], device)
+        self.row = row if block is not None else 0
+        self.mask = _BlockStream(self.block, self.row, MASK)
+        self.noise = _BlockStream(self.block, self.row, NOISE)
 
     @classmethod
     def for_runs(cls, seed: int, runs: Sequence[int], device: str | torch.device = "cpu"
                  ) -> list[RunStreams]:
-        """The streams of ``runs``; on the CPU in one block, so that a step draws every run's
-        numbers in one call (:func:`draw_step`)."""
-        if torch.device(device).type != "cpu":
-            return [cls(seed, int(r), device) for r in runs]
-        block = new_block([_stream_seeds(seed, int(r)) for r in runs])
+        """The streams of ``runs`` in one block, so that a step draws every run's numbers in
+        one call (:func:`draw_step`; on a GPU one kernel launch)."""
+        block = new_block([_stream_seeds(seed, int(r)) for r in runs], device)
         return [cls(seed, int(r), device, block, i) for i, r in enumerate(runs)]
 
     def draw_uniform(self, out: torch.Tensor) -> torch.Tensor:
         """One step's sampling uniforms (float32, one per record); ``< q`` samples."""
-        if self.block is None:
-            return torch.rand(out.shape, generator=self.mask, out=out)
         return self.block.uniform(MASK, out, slice(self.row, self.row + 1))
 
     def draw_noise(self, out: torch.Tensor) -> torch.Tensor:
         """One step's standard normal noise, P values in parameter order."""
-        if self.block is None:
-            return out.normal_(generator=self.noise)
         return self.block.normal(NOISE, out, slice(self.row, self.row + 1))
 
 
@@ -120,9 +123,9 @@ def _stream_seeds(seed: int, run: int) -> list[int]:
 
 
 def _one_block(streams: Sequence[RunStreams]) -> slice | None:
-    """The rows of the streams' shared CPU block when they are consecutive rows of one."""
+    """The rows of the streams' shared block when they are consecutive rows of one."""
     block = streams[0].block
-    if block is None or any(st.block is not block for st in streams):
+    if any(st.block is not block for st in streams):
         return None
     lo = streams[0].row
     if any(st.row != lo + i for i, st in enumerate(streams)):
@@ -134,8 +137,8 @@ def draw_step(
     streams: Sequence[RunStreams], uniforms: torch.Tensor | None, noise: torch.Tensor | None
 ) -> None:
     """Each run's uniforms and noise for one step, into row r of ``uniforms`` (or None at
-    q = 1) and ``noise`` (or None); on the CPU in one call per block of streams, the runs
-    split over threads.
+    q = 1) and ``noise`` (or None): one call per block of streams (on the CPU the runs split
+    over threads, on a GPU one kernel launch per draw).
 
     Every run owns its generators and its rows, so the split changes nothing but the wall
     time.
@@ -155,7 +158,7 @@ def draw_step(
             if noise is not None:
                 streams[r].draw_noise(noise[r])
 
-    if streams[0].block is None:     # a device's generators: one after another
-        work(0, len(streams))
+    if device_path_on_cpu() or any(t is not None and t.device.type != "cpu" for t in (uniforms, noise)):
+        work(0, len(streams))        # streams of several device blocks: one after another
     else:
         kernels.over_runs(len(streams), work)

@@ -38,7 +38,8 @@ from subaudit.validation import ParameterError, check_choice, check_count
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["CASES", "DEEP_KINDS", "NETWORK_NAMES", "PROXY_RECORDS", "SCORES", "DeepKind", "Pairs", "make_pairs"]
+__all__ = ["CASES", "DEEP_KINDS", "NETWORK_COSTS", "NETWORK_NAMES", "PROXY_RECORDS", "SCORES", "DeepKind",
+           "NetworkCost", "Pairs", "audit_job_resources", "make_pairs"]
 
 #: Black-box scores of a canary record under the released model (higher: more likely
 #: inserted): ``"loss"`` is minus its final cross-entropy; ``"loss-drop"`` its loss at
@@ -47,9 +48,63 @@ __all__ = ["CASES", "DEEP_KINDS", "NETWORK_NAMES", "PROXY_RECORDS", "SCORES", "D
 SCORES: tuple[str, ...] = ("loss", "loss-drop")
 #: The deep-network cases: trained from scratch, or fine-tuned from a pretrained network.
 CASES: tuple[str, ...] = ("scratch", "finetune")
-#: Names of :data:`subaudit.integrations.networks.NETWORKS` (which imports torch), for
-#: checking params.yaml while the workflow parses; a test holds the two equal.
-NETWORK_NAMES: tuple[str, ...] = ("sample-convnet", "wrn-16-4")
+
+
+@dataclass(frozen=True)
+class NetworkCost:
+    """What Opacus' DP-SGD of a network costs, measured at a reference input of ``pixels``
+    values (channels x side x side): its trainable ``parameters`` there and examples per
+    second by device kind (``cpu``: one thread, as a ``deep_audit`` job has), for the SLURM
+    resources of an audit (:func:`audit_job_resources`)."""
+
+    parameters: int
+    pixels: int
+    rate: Mapping[str, float]
+    measured: str
+
+
+#: The networks of :data:`subaudit.integrations.networks.NETWORKS` (which imports torch) and
+#: their costs, readable while the workflow parses; a test holds the names and parameter
+#: counts equal to the built networks'.
+NETWORK_COSTS: dict[str, NetworkCost] = {
+    "sample-convnet": NetworkCost(26_010, 784, {"cpu": 2_857.0, "cuda": 10_492.0},
+                                  "cpu: one thread of a 2-core x86-64 VM, batch 64, 28x28x1 (2026-11-27); "
+                                  "cuda: one H100, the default's audits at batch 256"),
+    "wrn-16-4": NetworkCost(2_748_890, 3_072, {"cpu": 16.2, "cuda": 8_843.0},
+                            "cpu: one thread of a 2-core x86-64 VM, batch 32, 32x32x3 (2026-11-27); "
+                            "cuda: one H100, fp32, batch 1,024"),
+}
+NETWORK_NAMES: tuple[str, ...] = tuple(NETWORK_COSTS)
+#: Margin of an audit job's time limit over its estimate (machines of one kind differ by up
+#: to 2x), and the minutes it spends besides training (loading, scoring).
+RUNTIME_MARGIN, RUNTIME_FIXED_MIN = 3.0, 10
+#: Bytes an example of a physical batch holds per parameter on the CPU (Opacus' per-example
+#: gradient, float32, with room for the activations), and a job's memory besides.
+BYTES_PER_EXAMPLE_PARAMETER, BASE_MEMORY_MB = 12, 3_000
+
+
+def audit_job_resources(deep: Mapping[str, Any], case: str, device: str, shape: tuple[int, ...]
+                        ) -> dict[str, int]:
+    """The SLURM ``runtime`` (minutes) and ``mem_mb`` of one deep audit of ``case`` on
+    ``device`` (cpu, or any other: a GPU) for images of ``shape``: its examples
+    (steps x batch x augmentations) at the network's measured rate (scaled by the input's
+    size) times :data:`RUNTIME_MARGIN`, plus :data:`RUNTIME_FIXED_MIN`; on the CPU the memory
+    of a physical batch's per-example gradients (``deep.physical_batch``, else the expected
+    Poisson batch and 4 standard deviations, times the augmentations), on a GPU host memory
+    for the data only."""
+    c = deep["cases"][case]
+    cost = NETWORK_COSTS[deep["network"]]
+    pixels = int(np.prod(shape))
+    kind = "cpu" if device == "cpu" else "cuda"
+    views = int(c.get("augmentations", 1))
+    examples = int(c["steps"]) * int(c["batch"]) * views
+    rate = cost.rate[kind] * cost.pixels / pixels
+    runtime = RUNTIME_FIXED_MIN + int(np.ceil(RUNTIME_MARGIN * examples / rate / 60))
+    batch = int(c["batch"])
+    physical = deep.get("physical_batch") or int(np.ceil(batch + 4 * np.sqrt(batch))) * views
+    per_example = BYTES_PER_EXAMPLE_PARAMETER * cost.parameters * pixels / cost.pixels
+    memory = BASE_MEMORY_MB + (int(np.ceil(physical * per_example / 2**20)) if kind == "cpu" else 0)
+    return {"runtime": runtime, "mem_mb": memory}
 #: What the metagradient kind's proxy may train on (params.yaml ``deep.metagradient.base_from``):
 #: the public images, or the audited training's own non-canary records (the paper's choice).
 PROXY_RECORDS: tuple[str, ...] = ("public", "train")
