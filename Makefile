@@ -5,7 +5,7 @@ CORES ?= all
 
 .PHONY: run test docs setup clean-results
 
-run: $(STAMP)  ## the default workflow (offline, CPU): figures in results/figures/
+run: $(STAMP)  ## the default workflow (CPU; network: PyPI and a Debian mirror only): figures in results/figures/
 	$(VENV)/bin/snakemake --cores $(CORES)
 
 test: $(STAMP)  ## the test suite, on two workers (each module's tests on one)

@@ -1,4 +1,4 @@
-"""Audit your own Opacus training in one run (about 20 s on 2 CPU cores).
+"""Audit your own Opacus training in one run (well under a minute on 2 CPU cores).
 
 1. The auditor makes canary pairs (here: held-out digits with a wrong label, a memorable
    kind) and keeps the secret bits: ``OneRunAudit(pairs, game=..., seed=...)``.

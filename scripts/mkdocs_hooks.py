@@ -12,7 +12,11 @@ Markdown rendered at build time, so these pages cannot go stale:
 * ``<!-- subaudit:bench -->``: ``logs/bench.json`` (``subaudit bench --quick --json``), else
   how to produce it;
 * ``<!-- subaudit:job-seconds -->``: the job-seconds of the heavy rules, summed from the
-  workflow's ``logs/benchmarks/**/*.tsv``, else how to produce them.
+  workflow's ``logs/benchmarks/**/*.tsv``, else how to produce them;
+* ``<!-- subaudit:figures -->``: the figure registry (``subaudit.reporting.figure_registry``):
+  each file, its number in the ICLR and the arXiv text of the paper, and its caption;
+* ``<!-- subaudit:claims -->``: the claims registry (``subaudit.reporting.claims.CLAIMS``) as
+  a numbered list, the paper's and ours (beyond the paper) apart.
 
 Also a Griffe extension (:class:`RstRoles`, listed under mkdocstrings' ``extensions``) that
 turns the docstrings' Sphinx roles (``:func:`x```) into plain code spans for Markdown.
@@ -136,6 +140,29 @@ def _claim_texts() -> dict[str, str]:
     return {str(k): c.text for k, c in CLAIMS.items()}
 
 
+def render_figures() -> str:
+    """The workflow's figures with their numbers in both texts of the paper."""
+    from subaudit.reporting.figure_registry import FIGURES
+
+    rows = [(f"`results/figures/{f.name}.*`", f.iclr or "beyond the paper", f.arxiv or "", f.caption)
+            for f in FIGURES.values()]
+    return "\n".join(_table(["file", "ICLR 2026 text", "arXiv text", "what it shows"], rows)) + "\n"
+
+
+def render_claims() -> str:
+    """The claims of the registry, numbered: the paper's, then those beyond it."""
+    from subaudit.reporting.claims import CLAIMS
+
+    paper = [c for c in CLAIMS.values() if not c.beyond]
+    beyond = [c for c in CLAIMS.values() if c.beyond]
+    lines = [f"The paper's {len(paper)} claims:", ""]
+    lines += [f"{c.number}. {c.text} ({', '.join(c.figures)});" for c in paper]
+    if beyond:
+        lines += ["", f"and {len(beyond)} beyond it:", ""]
+        lines += [f"{c.number}. {c.text} ({', '.join(c.figures)})." for c in beyond]
+    return "\n".join(lines) + "\n"
+
+
 def render_report(path: Path, claim_texts: Mapping[str, str] | None = None) -> str:
     """The verdicts and final-step audits of a ``report.json`` (``reporting.report`` metrics)."""
     if not path.is_file():
@@ -242,6 +269,8 @@ def renderers(root: Path) -> dict[str, Callable[[str], str]]:
         "report": lambda _arg: render_report(root / "results" / "report.json"),
         "bench": lambda _arg: render_bench(root / "logs" / "bench.json"),
         "job-seconds": lambda _arg: render_job_seconds(root / "logs" / "benchmarks"),
+        "claims": lambda _arg: render_claims(),
+        "figures": lambda _arg: render_figures(),
     }
 
 

@@ -135,6 +135,18 @@ def test_markers_render_from_what_a_run_wrote(tmp_path):
     md = hooks.render_job_seconds(tmp_path / "benchmarks")
     assert "20 job-seconds" in md and "| natural/image/train | 2 | 15 | 75% | 300 |" in md
 
+    from subaudit.reporting.claims import CLAIMS
+
+    from subaudit.reporting.figure_registry import FIGURES
+
+    md = hooks.render_figures()
+    assert "| `results/figures/fig2.*` | Figure 1 | Figure 2 |" in md
+    assert md.count("\n| `results/figures/") == len(FIGURES)
+    md = hooks.render_claims()
+    paper = sum(not c.beyond for c in CLAIMS.values())
+    assert f"The paper's {paper} claims:" in md and f"and {len(CLAIMS) - paper} beyond it:" in md
+    assert all(f"{c.number}. {c.text} (" in md for c in CLAIMS.values())
+
     (tmp_path / "params.yaml").write_text("a: 1  # one\n\nb:\n  c: 2   # two\n  d: [3]\ne: 4\n")
     assert "b:\n  c: 2   # two\n  d: [3]\n```" in hooks.render_params(tmp_path / "params.yaml", "b")
 
@@ -144,3 +156,25 @@ def test_docstrings_render_as_markdown():
     assert hooks.markdown_docstring(":func:`x` and :class:`~a.B`") == "`x` and `a.B`"
     # a[i][j] would be a reference link autorefs cannot resolve; code is left alone
     assert hooks.markdown_docstring("a[i][j] `b[i][j]`\n    c[i][j]") == "a[i]\\[j] `b[i][j]`\n    c[i][j]"
+
+
+def test_the_workflow_page_names_every_section_rule_file_and_figure(repo_root):
+    """docs/workflow.md names each section of params.yaml, each rule file and each figure the
+    registry draws; the DVC stage versions every output folder the workflow page lists."""
+    import yaml
+
+    from subaudit.reporting.figure_registry import FIGURES
+
+    page = (repo_root / "docs" / "workflow.md").read_text()
+    params = yaml.safe_load((repo_root / "params.yaml").read_text())
+    for key, value in params.items():
+        if isinstance(value, dict):
+            assert f"`{key}`" in page, f"params.yaml section {key} missing from docs/workflow.md"
+    for rules in (repo_root / "workflow" / "rules").glob("*.smk"):
+        if rules.stem != "common":
+            assert f"`{rules.stem}`" in page, f"rule file {rules.name} missing from docs/workflow.md"
+    for name in FIGURES:
+        assert f"results/figures/{name}" in page or f"`{name}`" in page, f"figure {name} missing"
+    outs = {next(iter(o)) for o in yaml.safe_load((repo_root / "dvc.yaml").read_text())["stages"]["default"]["outs"]}
+    for folder in ("results/deep", "results/reconstruction", "results/one_run", "results/natural"):
+        assert folder in outs and f"`{folder}/" in page

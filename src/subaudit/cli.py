@@ -228,12 +228,8 @@ def _cmd_one_run(args: argparse.Namespace) -> None:
                           f"confidence {1 - args.alpha:g}; {FDP_FAMILIES[family].description})")
 
 
-def _cmd_deep_cost(args: argparse.Namespace) -> None:
-    import warnings
-
-    from subaudit.data import SOURCES
-    from subaudit.devices import resolve_device
-    from subaudit.integrations.deep import audit_examples, training_rate
+def _configuration(args: argparse.Namespace) -> dict[str, Any]:
+    """``--params`` with each ``--configfile`` merged over it as Snakemake merges them, validated."""
     from subaudit.pipeline.config import load_params
 
     params = load_params(args.params)
@@ -249,6 +245,26 @@ def _cmd_deep_cost(args: argparse.Namespace) -> None:
                 raise UsageError(f"--configfile: no such file: {path}")
             update_config(params, yaml.safe_load(path.read_text()) or {})
         validate_params(params, source=" + ".join([args.params, *args.configfile]))
+    return params
+
+
+def _cmd_prefetch(args: argparse.Namespace) -> None:
+    from subaudit.pipeline.prefetch import prefetch
+
+    done = prefetch(_configuration(args), args.root, weights=not args.no_weights,
+                    say=(lambda _m: None) if args.json else print)
+    if args.json:
+        print(dumps({k: str(v) for k, v in done.items()}))
+
+
+def _cmd_deep_cost(args: argparse.Namespace) -> None:
+    import warnings
+
+    from subaudit.data import SOURCES
+    from subaudit.devices import resolve_device
+    from subaudit.integrations.deep import audit_examples, training_rate
+
+    params = _configuration(args)
     deep = params["deep"]
     if deep["source"] is None:
         raise UsageError("deep.source is null: this configuration has no deep-network audits")
@@ -502,6 +518,15 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--json", action="store_true")
     sp.set_defaults(func=_cmd_deep_cost)
 
+    sp = sub.add_parser("prefetch", help="download every dataset and pretrained weight a configuration "
+                                         "needs (on a login node with internet), verified")
+    sp.add_argument("--params", default="params.yaml", help="the parameters file (default params.yaml)")
+    sp.add_argument("--configfile", nargs="*", default=[], help="presets merged over it, as snakemake does")
+    sp.add_argument("--root", default=".", help="the workflow's directory: archives go to ROOT/data/raw")
+    sp.add_argument("--no-weights", action="store_true", help="datasets only, no backbone weights")
+    sp.add_argument("--json", action="store_true")
+    sp.set_defaults(func=_cmd_prefetch)
+
     sp = sub.add_parser("simulate-s1", help="S1 worst-case dataset canary audit scores")
     dp_args(sp)
     sp.add_argument("--runs", type=_int, required=True, help="runs per world (>= 1)")
@@ -539,6 +564,8 @@ def _version() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``subaudit`` console script."""
+    from subaudit.data.sources import DataError
+
     parser = build_parser()
     args = parser.parse_args(argv)
     prog = f"subaudit {args.command}"
@@ -557,7 +584,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                  if getattr(args, k, None) is not None]
         print(f"{prog}: error: {' '.join(given)}: {err}" if given else f"{prog}: error: {err}", file=sys.stderr)
         return 1
-    except ValueError as err:  # degenerate data or a result the numerics cannot deliver
+    except (ValueError, DataError) as err:  # degenerate data, numerics out of reach, a bad download
         print(f"{prog}: error: {err}", file=sys.stderr)
         return 1
     except ModuleNotFoundError as err:

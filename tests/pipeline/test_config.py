@@ -174,6 +174,23 @@ def test_core_preset_trains_only_the_papers_core(repo_root):
         assert knob not in out, knob
 
 
+def test_no_deep_preset_leaves_the_deep_phase_out_of_the_paper_preset(repo_root):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    def dry(*presets: str) -> str:
+        proc = subprocess.run([Path(sys.executable).parent / "snakemake", "-n", "--forceall", "--configfile",
+                               *presets], cwd=repo_root, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        return proc.stdout
+
+    full = dry("presets/paper.yaml", "presets/gpu.yaml")
+    out = dry("presets/paper.yaml", "presets/gpu.yaml", "presets/no-deep.yaml")
+    assert "rule deep_audit" in full and "rule deep_" not in out
+    assert "rule train_shard" in out and "rule report" in out
+
+
 def test_paper_preset_lists_the_deep_network_audits(repo_root, tmp_path):
     """presets/paper.yaml with gpu.yaml: WRN-16-4 on CIFAR-10, 2 cases x 2 games x 5 audits x 4
     kinds (one kind per training, as Table 2), one canary set, one pretraining, one figure (a

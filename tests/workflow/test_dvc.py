@@ -38,11 +38,10 @@ def sh(cwd: Path, *cmd: str) -> str:
 
 def test_push_pull_restores_results_and_snakemake_state(tiny_copy, tmp_path, repo_root):
     origin = tiny_copy      # Snakefile, workflow/, the tiny params.yaml and a finished run
-    for name in ("dvc.yaml", ".dvcignore"):
+    for name in ("dvc.yaml", ".dvcignore", ".gitignore"):   # git keeps no results/, as the repository
         shutil.copy(repo_root / name, origin / name)
     shutil.copytree(repo_root / "src" / "subaudit", origin / "src" / "subaudit",
                     ignore=shutil.ignore_patterns("__pycache__"))
-    (origin / ".gitignore").write_text("/logs/\n/.snakemake/\n__pycache__/\n")
     sh(origin, "git", "init", "-q")
     sh(origin, "dvc", "init", "-q")
     sh(origin, "dvc", "remote", "add", "-d", "store", str(tmp_path / "remote"))
@@ -54,8 +53,8 @@ def test_push_pull_restores_results_and_snakemake_state(tiny_copy, tmp_path, rep
     assert (origin / "results/figures/fig2.png").is_file()
     lock = yaml.safe_load((origin / "dvc.lock").read_text())
     assert {o["path"] for o in lock["stages"]["default"]["outs"]} == {
-        "results/accounting", "results/s1", "results/natural", "results/one_run", "results/deep", "results/figures",
-        "results/report.md", "results/report.html", "results/report.json",
+        "results/accounting", "results/s1", "results/natural", "results/one_run", "results/deep",
+        "results/reconstruction", "results/figures", "results/report.md", "results/report.html", "results/report.json",
         "data/raw", "data/splits", "data/features"}
     # the report's verdicts are DVC metrics, so `dvc metrics diff` compares versions
     metrics = sh(origin, "dvc", "metrics", "show", "--json")
@@ -78,7 +77,7 @@ def test_push_pull_restores_results_and_snakemake_state(tiny_copy, tmp_path, rep
     clone = tmp_path / "clone"
     sh(tmp_path, "git", "clone", "-q", str(origin), str(clone))
     sh(clone, "git", "checkout", "-q", "results-v1")
-    assert not (clone / "results" / "figures").exists()  # only DVC's results/.gitignore is in git
+    assert not (clone / "results").exists() and not (clone / "data" / "features").exists()   # none in git
     sh(clone, "dvc", "pull")
     assert digests(clone / "results") == published
     assert digests(clone / "data") == published_data

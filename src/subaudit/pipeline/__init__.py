@@ -10,7 +10,9 @@ library itself needs.
   (features, model, canary, setting);
 * :mod:`~subaudit.pipeline.score_files`: score files (every audit's one artifact type), run
   bits, shards and merging;
-* :mod:`~subaudit.pipeline.logs`: one log file per job.
+* :mod:`~subaudit.pipeline.logs`: one log file per job;
+* :mod:`~subaudit.pipeline.prefetch`: every archive and weight a configuration downloads,
+  fetched once where there is internet (``subaudit prefetch``).
 
 Importing :mod:`settings` and :mod:`config` loads no torch: the workflow imports them while
 Snakemake parses, once per cluster job.  Submodules are imported by name.
