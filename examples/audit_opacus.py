@@ -46,12 +46,15 @@ def main() -> None:
     order = torch.from_numpy(np.random.default_rng(0).permutation(len(y)))
     train, pool = order[:1200], order[1200:1600]
 
+    # --8<-- [start:pairs]
     # The auditor's side: 200 pairs of held-out digits, each with a wrong label.
     wrong = (y[pool] + 1 + torch.from_numpy(np.random.default_rng(1).integers(0, 9, len(pool)))) % 10
     records = [(x[i], wrong[k]) for k, i in enumerate(pool.tolist())]  # items like the dataset's
     pairs = list(zip(records[0::2], records[1::2]))
     audit = OneRunAudit(pairs, game=args.game, seed=2026, gradient_canaries=500)
+    # --8<-- [end:pairs]
 
+    # --8<-- [start:train]
     # Your training, as usual with Opacus.
     model = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.Tanh(), nn.Flatten(), nn.Linear(8 * 64, 10))
     audit.start(model)  # checks Opacus can train it; records initial losses
@@ -70,8 +73,11 @@ def main() -> None:
             nn.functional.cross_entropy(model(xb), yb).backward()
             optimizer.step()
             step += 1
+    # --8<-- [end:train]
 
+    # --8<-- [start:finish]
     report = audit.finish(model, data_loader=loader, privacy_engine=engine, optimizer=optimizer)
+    # --8<-- [end:finish]
     if args.json:
         print(json.dumps({"game": report.game, "adjacency": report.adjacency, "accountant": report.accountant,
                           "history": report.history, "rows": list(report.rows)}))

@@ -178,3 +178,49 @@ def test_the_workflow_page_names_every_section_rule_file_and_figure(repo_root):
     outs = {next(iter(o)) for o in yaml.safe_load((repo_root / "dvc.yaml").read_text())["stages"]["default"]["outs"]}
     for folder in ("results/deep", "results/reconstruction", "results/one_run", "results/natural"):
         assert folder in outs and f"`{folder}/" in page
+
+
+_FENCE = re.compile(r"^(?:[ ]*<!--\s*not run:\s*(?P<why>[^\n]+?)\s*-->\n[ ]*\n)?"
+                    r"(?P<indent>[ ]*)```(?P<lang>python|bash)[^\n]*\n(?P<body>.*?)\n(?P=indent)```", re.S | re.M)
+
+
+def _code_blocks(repo_root: Path) -> list[tuple[str, str, str, str | None]]:
+    """Every python and bash block of the docs and the README: (where, language, code, why it
+    is not run or None)."""
+    out = []
+    for page in [repo_root / "README.md", *sorted((repo_root / "docs").glob("*.md"))]:
+        text = page.read_text()
+        for m in _FENCE.finditer(text):
+            line = text[:m.start("lang")].count("\n") + 1
+            out.append((f"{page.relative_to(repo_root)}:{line}", m.group("lang"), m.group("body"), m.group("why")))
+    return out
+
+
+def test_every_code_block_in_the_docs_runs_or_says_why_not(repo_root, tmp_path):
+    """A python block runs as it is; a bash block of `subaudit` commands runs line by line (in
+    an empty folder); the README's two `make` commands are the checks every change passes; any
+    other block is marked `<!-- not run: why -->` above it."""
+    blocks = _code_blocks(repo_root)
+    assert len(blocks) > 30
+    bin_dir = Path(sys.executable).parent
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    failures = []
+    for where, lang, code, why in blocks:
+        if why is not None:
+            continue
+        if lang == "python":
+            cmd = [sys.executable, "-c", code]
+        else:
+            lines = [ln for ln in code.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+            if [ln.split()[:2] for ln in lines] == [["make", "run"], ["make", "test"]]:
+                continue
+            if not all(ln.startswith("subaudit ") for ln in lines):
+                failures.append(f"{where}: not only subaudit commands: mark it <!-- not run: why -->")
+                continue
+            cmd = ["bash", "-euo", "pipefail", "-c", "\n".join(lines)]
+        work = tmp_path / where.replace("/", "_").replace(":", "_")
+        work.mkdir()
+        proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=600)
+        if proc.returncode != 0:
+            failures.append(f"{where}: exit {proc.returncode}\n{proc.stderr[-1500:]}")
+    assert not failures, "\n\n".join(failures)

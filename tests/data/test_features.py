@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from subaudit.data import features
-from subaudit.data.features import BACKBONES, image_features, text_features
+from subaudit.data.backbones import BACKBONES
+from subaudit.data.features import image_features, text_features
 from subaudit.validation import ParameterError
 
 

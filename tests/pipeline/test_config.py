@@ -222,3 +222,22 @@ def test_paper_preset_lists_the_deep_network_audits(repo_root, tmp_path):
     counts = dict(re.findall(r"^(deep_\w+)\s+(\d+)$", out, flags=re.M))
     assert counts["deep_audit"] == str(2 * 2 * 5)
     assert "results/deep/audits/scratch_membership_all_4.npz" in out
+
+
+def test_the_workflow_profile_keeps_the_job_rate_limiters_timers_asleep(repo_root):
+    """profiles/default (read by Snakemake for every run of this workflow, --profile slurm too)
+    sets a rate limit no workflow reaches over a timespan of a day: Snakemake re-arms the
+    limiter's timer after each scheduling pass, one more chain per finished job, so a 1 s
+    timespan wakes the scheduler N times a second after N jobs."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from snakemake.settings.types import MaxJobsPerTimespan
+
+    profile = yaml.safe_load((repo_root / "profiles" / "default" / "config.yaml").read_text())
+    limit = MaxJobsPerTimespan.parse_choice(profile["max-jobs-per-timespan"])
+    assert limit.timespan >= 86_400 and limit.max_jobs >= 100_000
+    proc = subprocess.run([Path(sys.executable).parent / "snakemake", "-n", "--cores", "1", "--quiet", "all"],
+                          cwd=repo_root, capture_output=True, text=True)
+    assert "Using workflow specific profile profiles/default" in proc.stdout + proc.stderr

@@ -57,8 +57,6 @@ from subaudit.devices import resolve_device
 from subaudit.validation import ParameterError, check_count
 
 __all__ = [
-    "BACKBONES",
-    "Backbone",
     "ImageModel",
     "create_image_model",
     "ensure_torchvision_ops",
