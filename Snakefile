@@ -7,6 +7,17 @@ configfile: "params.yaml"
 
 validate_params(config, source="params.yaml (merged with any --configfile)")
 
+# Snakemake 9's default job rate limit (100 jobs per 1 s) re-arms a 1 s timer after every pass
+# of its scheduler, and every finished job starts another pass, so the timers pile up: after N
+# jobs the scheduler makes N full passes a second (the default run: 181 timer threads and
+# 7 min 15 s of the scheduler's CPU, most of a core by the end; 46 s with the timers asleep).
+# This workflow needs no submission rate limit: its scheduler drops Snakemake's default one
+# before it starts; a limit asked for on the command line or in a profile (another value) stays.
+onstart:
+    _limit = workflow.scheduling_settings.max_jobs_per_timespan
+    if _limit is not None and (_limit.max_jobs, _limit.timespan) == (100, 1):
+        workflow.scheduler.job_rate_limiter = None
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/accounting.smk"
 include: "workflow/rules/s1.smk"
