@@ -16,7 +16,7 @@ docs: $(STAMP)  ## the documentation site, built strictly into build/site/
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml constraints.txt scripts/setup.sh setup.py src/subaudit/engine/_kernels.cpp src/subaudit/engine/_ziggurat.h
+$(STAMP): pyproject.toml constraints.txt requirements.lock scripts/setup.sh setup.py src/subaudit/engine/_kernels.cpp src/subaudit/engine/_ziggurat.h
 	bash scripts/setup.sh
 
 clean-results:  ## remove workflow outputs and logs (keeps the environment)

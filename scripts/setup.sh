@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Create (or refresh) the project environment in .venv/ at the repository root.
-# Idempotent: reinstalls only when pyproject.toml, constraints.txt or this script changed
-# (the Makefile decides that through the .venv/.installed stamp).
+# Idempotent: reinstalls only when pyproject.toml, constraints.txt, requirements.lock or this
+# script changed (the Makefile decides that through the .venv/.installed stamp).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,14 +12,34 @@ sys.exit(0 if sys.version_info >= (3, 10) else 1)
 PY
 
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+# On the platform requirements.lock was written on (its "# platform:" line): torch by version
+# (its build is the machine's: CPU, or CUDA with its nvidia packages), then every other package
+# from the lock in pip's hash-checking mode (each file's sha256 pinned; scripts/lock.py rewrites
+# it), then subaudit itself without dependencies. Elsewhere pip resolves the extras under
+# constraints.txt (same versions, no hashes).
+here=$(.venv/bin/python -c 'import platform, sys; print(f"{platform.system()}-{platform.machine()}-cp{sys.version_info.major}{sys.version_info.minor}")')
+if grep -qx "# platform: $here" requirements.lock; then
+    install() {
+        .venv/bin/python -m pip install --progress-bar off -c constraints.txt torch &&
+        .venv/bin/python -m pip install --progress-bar off --require-hashes --no-deps -r requirements.lock &&
+        .venv/bin/python -m pip install --progress-bar off --no-deps --no-build-isolation -e .
+    }
+else
+    echo "requirements.lock is for $(sed -n 's/^# platform: //p' requirements.lock), this is $here: installing under constraints.txt without hashes" >&2
+    install() { .venv/bin/python -m pip install --progress-bar off -c constraints.txt -e ".[workflow,dev]"; }
+fi
 log=$(mktemp)
-if ! .venv/bin/python -m pip install --progress-bar off -c constraints.txt -e ".[workflow,dev]" >"$log" 2>&1; then
+if ! install >"$log" 2>&1; then
     grep -v "^WARNING: Location" "$log" | tail -n 40 >&2
     rm -f "$log"
     echo "setup failed: see the pip output above" >&2
     exit 1
 fi
 rm -f "$log"
-.venv/bin/python -m pip check >/dev/null
+if ! out=$(.venv/bin/python -m pip check); then
+    echo "$out" >&2
+    echo "setup failed: the environment's requirements do not hold (pip check, above)" >&2
+    exit 1
+fi
 touch .venv/.installed
 echo "environment ready in .venv/ ($(.venv/bin/python -c 'import subaudit; print("subaudit", subaudit.__version__)'))"

@@ -139,6 +139,23 @@ def test_environment_files_pin_what_constraints_pin(repo_root, env_file):
     assert ("+cpu" in "\n".join(pip)) == env_file.endswith("-cpu.yml")
 
 
+def test_the_hashed_lock_pins_what_constraints_pin(repo_root):
+    """requirements.lock (scripts/setup.sh's hash-checked install): every version constraints.txt
+    pins but torch (installed first, by the machine's build), each with a sha256; setup.sh picks
+    it on the platform its header names."""
+    import re
+
+    pins = dict(re.findall(r"^([\w.-]+)==(\S+)$", (repo_root / "constraints.txt").read_text(), re.M))
+    text = (repo_root / "requirements.lock").read_text()
+    entries = re.findall(r"^([\w.-]+)==(\S+) \\\n((?:    --hash=sha256:[0-9a-f]{64}(?: \\\n)?)+)", text, re.M)
+    locked = {name: version for name, version, _ in entries}
+    assert len(entries) == text.count("=="), "an entry without a sha256"
+    assert "torch" not in locked and {k: locked.get(k) for k in pins if k != "torch"} == {
+        k: v for k, v in pins.items() if k != "torch"}
+    assert re.search(r"^# platform: Linux-x86_64-cp3\d+$", text, re.M)
+    assert "--require-hashes" in (repo_root / "scripts" / "setup.sh").read_text()
+
+
 def test_switch_choices_are_the_schemas():
     from subaudit.pipeline.config import schema
     from subaudit.pipeline.settings import SWITCHES

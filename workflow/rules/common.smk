@@ -13,6 +13,7 @@ from subaudit.scenarios.one_run import CANARY_KINDS
 from subaudit.scenarios.deep import DEEP_KINDS, audit_job_resources
 from subaudit.scenarios import SCENARIOS
 from subaudit.schedule import checkpoints
+from subaudit.pipeline.prefetch import downloads
 
 fmt = S.fmt
 PATHS = S.PATHS
@@ -37,6 +38,8 @@ S1 = config["s1"]
 GRID = config["ratio_grid"]
 NAT = config["natural"]
 EXPERIMENTS = NAT["experiments"]
+# The digests params.yaml gives for sources without a pinned one (what `subaudit prefetch` checks).
+SOURCE_CHECKSUMS = {a.source: a.checksum for a in downloads(config)[0]}
 # The reference model: full-batch, or per q as the paper's code (subaudit.pipeline.settings.depends).
 REF = NAT["reference"]
 
@@ -137,8 +140,7 @@ def raw_archive(exp):
 
 def source_checksum(source):
     """A checksum params.yaml gives for a source without a pinned one (else None)."""
-    given = {e.get("checksum") for e in EXPERIMENTS.values() if e["source"] == source} - {None}
-    return given.pop() if given else None
+    return SOURCE_CHECKSUMS.get(source)
 
 
 def target_group(wc):

@@ -111,12 +111,18 @@ def _cpu_flags() -> set[str]:
     return set()
 
 
+def device_path_on_cpu() -> bool:
+    """Whether ``SUBAUDIT_STREAMS=device`` asks the CPU to run the GPU's code path (the device
+    kernels interpreted, training through torch): the tests of that path."""
+    return os.environ.get("SUBAUDIT_STREAMS") == "device"
+
+
 def cpu_variant() -> str:
     """The build this process runs: the widest of ``avx512``, ``avx2``, ``sse2`` this CPU has
     on x86-64 (``SUBAUDIT_KERNELS`` may name a narrower one, all giving the same bits, or
     ``none``: no compiled kernels), ``""`` elsewhere."""
     asked = os.environ.get("SUBAUDIT_KERNELS")
-    if asked == "none" or os.environ.get("SUBAUDIT_STREAMS") == "device":   # the GPU's path
+    if asked == "none" or device_path_on_cpu():
         return "none"
     if importlib.util.find_spec("subaudit.engine._kernels") is not None:
         return ""

@@ -14,7 +14,6 @@ tests' way to run on the CPU the code a GPU runs.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -24,7 +23,7 @@ import torch
 from subaudit.engine import kernels
 from subaudit.seeding import derive_seed
 
-__all__ = ["MASK", "NOISE", "RunStreams", "StreamBlock", "device_path_on_cpu", "draw_step", "new_block"]
+__all__ = ["MASK", "NOISE", "RunStreams", "StreamBlock", "draw_step", "new_block"]
 
 #: Columns of a run's CPU streams in a block: the Poisson masks' uniforms, the noise.
 MASK, NOISE = 0, 1
@@ -44,16 +43,11 @@ class StreamBlock(Protocol):
     def normal(self, purpose: int, out: torch.Tensor, rows: slice = ...) -> torch.Tensor: ...
 
 
-def device_path_on_cpu() -> bool:
-    """Whether ``SUBAUDIT_STREAMS=device`` asks the CPU to run the GPU's code path."""
-    return os.environ.get("SUBAUDIT_STREAMS") == "device"
-
-
 def new_block(seeds: Sequence[Sequence[int]], device: str | torch.device = "cpu") -> StreamBlock:
     """A block of streams seeded with ``seeds[r][k]`` for ``device``: on the CPU the compiled
     kernels' where they are loaded (:func:`kernels.available`), else their numpy twin; on a GPU
     (or the CPU under ``SUBAUDIT_STREAMS=device``) the device kernels'.  The same numbers."""
-    if torch.device(device).type != "cpu" or device_path_on_cpu():
+    if torch.device(device).type != "cpu" or kernels.device_path_on_cpu():
         from subaudit.engine.device_streams import block_for
 
         return block_for(seeds, device)
@@ -158,7 +152,7 @@ def draw_step(
             if noise is not None:
                 streams[r].draw_noise(noise[r])
 
-    if device_path_on_cpu() or any(t is not None and t.device.type != "cpu" for t in (uniforms, noise)):
+    if kernels.device_path_on_cpu() or any(t is not None and t.device.type != "cpu" for t in (uniforms, noise)):
         work(0, len(streams))        # streams of several device blocks: one after another
     else:
         kernels.over_runs(len(streams), work)
