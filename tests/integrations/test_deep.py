@@ -47,6 +47,44 @@ def test_networks_are_the_papers_and_opacus_can_train_them():
     assert (wide.parameters, wide.pixels) == (parameter_count(wrn), 3 * 32 * 32)
 
 
+def test_the_cnns_max_pool_is_torchs_value_for_value_and_gradient_for_gradient():
+    """SampleConvNet's pooling (channels-last kernel, same indices, torch's own backward) against
+    F.max_pool2d bit for bit: tanh-saturated ties (the first of a window wins), NaN (taken),
+    -inf, a whole network's per-example gradients under Opacus."""
+    from torch.nn import functional as F
+
+    from subaudit.integrations.networks import max_pool_2x2
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.tanh(4 * torch.randn(64, 16, 14, 14, generator=g, dtype=torch.float64))
+    x[0, 0, :3, :3] = 1.0                       # a plateau: every window of it ties
+    x[1, 2, 5, 5], x[1, 2, 6, 6], x[2, 3, 0, 0] = float("nan"), float("nan"), float("-inf")
+    for t in (x, x.float()):
+        a, b = t.clone().requires_grad_(), t.clone().requires_grad_()
+        ya, yb = max_pool_2x2(a), F.max_pool2d(b, 2, 1)
+        assert torch.equal(torch.nan_to_num(ya), torch.nan_to_num(yb)) and ya.is_contiguous()
+        up = torch.randn(ya.shape, generator=g, dtype=t.dtype)
+        (ga,), (gb,) = torch.autograd.grad(ya, a, up), torch.autograd.grad(yb, b, up)
+        assert torch.equal(ga, gb)
+    with torch.no_grad():
+        assert torch.equal(max_pool_2x2(x[2:]), F.max_pool2d(x[2:], 2, 1))
+
+    from opacus import GradSampleModule
+
+    def per_example(pool):
+        torch.manual_seed(1)
+        net = build("sample-convnet", classes=10, channels=1, size=28, seed=0)
+        net.forward = lambda z: net.fc2(torch.tanh(net.fc1(pool(torch.tanh(net.conv2(
+            pool(torch.tanh(net.conv1((z - 0.5) / 0.5)))))).flatten(1))))
+        gsm = GradSampleModule(net)
+        xb = torch.rand(32, 1, 28, 28, generator=torch.Generator().manual_seed(2))
+        F.cross_entropy(gsm(xb), torch.arange(32) % 10).backward()
+        return [p.grad_sample for p in gsm.parameters()]
+
+    assert all(torch.equal(a, b) for a, b in zip(per_example(max_pool_2x2),
+                                                  per_example(lambda z: F.max_pool2d(z, 2, 1))))
+
+
 def test_an_audit_jobs_slurm_resources_grow_with_its_training():
     """Minutes: 10 + 3 x examples / (rate x reference pixels / pixels) / 60, rounded up; memory
     on the CPU: 3,000 MB + 12 bytes x parameters (scaled to the input) x physical batch."""

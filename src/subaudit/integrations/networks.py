@@ -26,6 +26,35 @@ from subaudit.validation import check_choice
 __all__ = ["NETWORKS", "SampleConvNet", "WideResNet", "build", "parameter_count"]
 
 
+class _MaxPool2x2(torch.autograd.Function):
+    """``F.max_pool2d(x, 2, 1)`` of a CPU tensor, value for value and gradient for gradient,
+    about twice as fast: torch's channels-last kernel scans each window as its NCHW kernel
+    does (rows, then columns; the first maximum, NaN taken), so it finds the same indices, and
+    the gradient is torch's own ``max_pool2d_with_indices_backward`` with them (tested equal
+    bit for bit, ties included)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
+        y, idx = torch.ops.aten.max_pool2d_with_indices(x.contiguous(memory_format=torch.channels_last),
+                                                        [2, 2], [1, 1])
+        ctx.save_for_backward(x, idx.contiguous())
+        return y.contiguous()
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        x, idx = ctx.saved_tensors
+        return torch.ops.aten.max_pool2d_with_indices_backward(grad.contiguous(), x, [2, 2], [1, 1], [0, 0],
+                                                               [1, 1], False, idx)
+
+
+def max_pool_2x2(x: torch.Tensor) -> torch.Tensor:
+    """``F.max_pool2d(x, 2, 1)``: on the CPU through :class:`_MaxPool2x2`, the same numbers
+    (torch's NCHW kernel spends a quarter of a small CNN's DP step here)."""
+    if x.device.type != "cpu" or x.dim() != 4:
+        return F.max_pool2d(x, 2, 1)
+    return _MaxPool2x2.apply(x)
+
+
 class SampleConvNet(nn.Module):
     """Opacus' MNIST example CNN, for ``channels`` x ``size`` x ``size`` inputs."""
 
@@ -39,8 +68,8 @@ class SampleConvNet(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = (x - 0.5) / 0.5
-        x = F.max_pool2d(torch.tanh(self.conv1(x)), 2, 1)
-        x = F.max_pool2d(torch.tanh(self.conv2(x)), 2, 1)
+        x = max_pool_2x2(torch.tanh(self.conv1(x)))
+        x = max_pool_2x2(torch.tanh(self.conv2(x)))
         return self.fc2(torch.tanh(self.fc1(x.flatten(1))))
 
 
