@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import functools
+from pathlib import Path
 
 import pytest
 import yaml
@@ -104,7 +106,6 @@ def test_non_finite_yaml_fails_before_any_job(repo_root, tmp_path):
     """`.nan` in a --configfile: the dry run fails at parse, naming the key."""
     import subprocess
     import sys
-    from pathlib import Path
 
     bad = tmp_path / "nan.yaml"
     bad.write_text("deep:\n  cases:\n    scratch:\n      lr: .nan\n")
@@ -176,7 +177,6 @@ def test_core_preset_trains_only_the_papers_core(repo_root):
     trainings or the reconstruction (a dry run of the whole workflow)."""
     import subprocess
     import sys
-    from pathlib import Path
 
     proc = subprocess.run([Path(sys.executable).parent / "snakemake", "-n", "--forceall",
                            "--configfile", "presets/core.yaml"], cwd=repo_root,
@@ -191,40 +191,34 @@ def test_core_preset_trains_only_the_papers_core(repo_root):
         assert knob not in out, knob
 
 
-def test_no_deep_preset_leaves_the_deep_phase_out_of_the_paper_preset(repo_root):
+@functools.cache
+def paper_dry_run(*extra: str) -> str:
+    """``snakemake -n --forceall`` of presets/paper.yaml with gpu.yaml and ``extra`` config files
+    (the whole workflow, nothing run; each dry run once per session)."""
     import subprocess
     import sys
-    from pathlib import Path
 
-    def dry(*presets: str) -> str:
-        proc = subprocess.run([Path(sys.executable).parent / "snakemake", "-n", "--forceall", "--configfile",
-                               *presets], cwd=repo_root, capture_output=True, text=True)
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-        return proc.stdout
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([Path(sys.executable).parent / "snakemake", "-n", "--forceall", "--configfile",
+                           "presets/paper.yaml", "presets/gpu.yaml", *extra], cwd=root,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc.stdout
 
-    full = dry("presets/paper.yaml", "presets/gpu.yaml")
-    out = dry("presets/paper.yaml", "presets/gpu.yaml", "presets/no-deep.yaml")
+
+def test_no_deep_preset_leaves_the_deep_phase_out_of_the_paper_preset():
+    full, out = paper_dry_run(), paper_dry_run("presets/no-deep.yaml")
     assert "rule deep_audit" in full and "rule deep_" not in out
     assert "rule train_shard" in out and "rule report" in out
 
 
-def test_paper_preset_lists_the_deep_network_audits(repo_root, tmp_path):
+def test_paper_preset_lists_the_deep_network_audits(tmp_path):
     """presets/paper.yaml with gpu.yaml: WRN-16-4 on CIFAR-10, 2 cases x 2 games x 5 audits x 4
     kinds (one kind per training, as Table 2), one canary set, one pretraining, one figure (a
     dry run of the whole workflow); deep.separate: false trains every kind together."""
     import re
-    import subprocess
-    import sys
-    from pathlib import Path
 
-    def dry_run(*extra: str) -> str:
-        proc = subprocess.run([Path(sys.executable).parent / "snakemake", "-n", "--forceall", "--configfile",
-                               "presets/paper.yaml", "presets/gpu.yaml", *extra], cwd=repo_root,
-                              capture_output=True, text=True)
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-        return proc.stdout
-
-    out = dry_run()
+    out = paper_dry_run()
     counts = dict(re.findall(r"^(deep_\w+)\s+(\d+)$", out, flags=re.M))
     assert counts == {"deep_canaries": "1", "deep_pretrain": "1", "deep_audit": str(2 * 2 * 5 * 4),
                       "deep_figure": "1"}
@@ -235,7 +229,7 @@ def test_paper_preset_lists_the_deep_network_audits(repo_root, tmp_path):
     assert "data/raw/cifar10/cifar-10-python.tar.gz" in out
     together = Path(tmp_path) / "together.yaml"
     together.write_text("deep:\n  separate: false\n")
-    out = dry_run(str(together))
+    out = paper_dry_run(str(together))
     counts = dict(re.findall(r"^(deep_\w+)\s+(\d+)$", out, flags=re.M))
     assert counts["deep_audit"] == str(2 * 2 * 5)
     assert "results/deep/audits/scratch_membership_all_4.npz" in out
@@ -247,7 +241,6 @@ def test_the_workflow_drops_snakemakes_default_job_rate_limit(tmp_path):
     thread), and keeps a limit asked for explicitly."""
     import subprocess
     import sys
-    from pathlib import Path
 
     from conftest import ROOT
 
