@@ -72,9 +72,13 @@ def pypi_hashes(name: str, version: Version) -> set[str]:
     return {f["hashes"]["sha256"] for f in files if file_pin(f["filename"]) == (name, version)}
 
 
-def local_hashes(name: str, version: Version, dirs: list[Path]) -> set[str]:
-    return {hashlib.sha256(f.read_bytes()).hexdigest()
-            for d in dirs for f in sorted(d.iterdir()) if file_pin(f.name) == (name, version)}
+def local_files(dirs: list[Path]) -> dict[tuple[str, Version], list[Path]]:
+    """The wheels and sdists of ``dirs`` by (name, version), read once."""
+    files: dict[tuple[str, Version], list[Path]] = {}
+    for f in (f for d in dirs for f in sorted(d.iterdir())):
+        if (pin := file_pin(f.name)) is not None:
+            files.setdefault(pin, []).append(f)
+    return files
 
 
 def local_dirs() -> list[Path]:
@@ -91,6 +95,7 @@ def local_dirs() -> list[Path]:
 
 def main() -> None:
     dirs = local_dirs()
+    local = local_files(dirs)
     lines = [f"# Written by scripts/lock.py on {platform.system()} {platform.machine()}, "
              f"CPython {sys.version_info.major}.{sys.version_info.minor}: every package of the "
              "environment make setup built,",
@@ -100,12 +105,11 @@ def main() -> None:
              f"# platform: {platform.system()}-{platform.machine()}-cp{sys.version_info.major}"
              f"{sys.version_info.minor}"]
     for name, version in sorted(frozen()):
-        hashes = pypi_hashes(name, version) | local_hashes(name, version, dirs)
+        hashes = pypi_hashes(name, version) | {hashlib.sha256(f.read_bytes()).hexdigest()
+                                               for f in local.get((name, version), [])}
         if not hashes:
             raise SystemExit(f"no file of {name}=={version} on PyPI or in {dirs}")
-        lines.append(f"{name}=={version} \\")
-        lines += [f"    --hash=sha256:{h} \\" for h in sorted(hashes)[:-1]]
-        lines.append(f"    --hash=sha256:{sorted(hashes)[-1]}")
+        lines.append(" \\\n    ".join([f"{name}=={version}", *(f"--hash=sha256:{h}" for h in sorted(hashes))]))
     print("\n".join(lines))
 
 

@@ -50,6 +50,11 @@ def test_a_source_without_a_digest_stops_before_any_download_naming_the_key(tmp_
     cli = subprocess.run([BIN / "subaudit", "prefetch", "--configfile", "presets/paper.yaml", "--root", str(tmp_path)],
                          cwd=ROOT, capture_output=True, text=True)
     assert cli.returncode == 1 and "natural.experiments.tabular.checksum" in cli.stderr
+    # a key that gives no digest (the deep phase's source) is not offered as the place for one
+    from subaudit.pipeline.prefetch import Archive, _check_digests
+
+    with pytest.raises(DataError, match=r"^deep.source: purchase100 has no pinned digest; choose"):
+        _check_digests([Archive("purchase100", None, "deep.source")], tmp_path)
 
 
 def test_the_defaults_sources_prefetched_leave_the_workflow_nothing_to_acquire(tmp_path):

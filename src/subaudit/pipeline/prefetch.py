@@ -56,6 +56,8 @@ def _check_digests(archives: list[Archive], root: Path) -> None:
     for a in archives:
         src = SOURCES[a.source]
         if src.checksum is None and a.checksum is None:
+            if not a.key.endswith(".checksum"):   # deep.source: no key gives a digest
+                raise DataError(f"{a.key}: {a.source} has no pinned digest; choose a source that has one")
             path = root / "data" / "raw" / a.source / src.filename
             raise DataError(
                 f"{a.source} has no pinned digest, so it is not used unverified. Fetch it by hand "
