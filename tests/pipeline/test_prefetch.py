@@ -51,10 +51,9 @@ def test_a_source_without_a_digest_stops_before_any_download_naming_the_key(tmp_
                          cwd=ROOT, capture_output=True, text=True)
     assert cli.returncode == 1 and "natural.experiments.tabular.checksum" in cli.stderr
     # a key that gives no digest (the deep phase's source) is not offered as the place for one
-    from subaudit.pipeline.prefetch import Archive, _check_digests
-
     with pytest.raises(DataError, match=r"^deep.source: purchase100 has no pinned digest; choose"):
-        _check_digests([Archive("purchase100", None, "deep.source")], tmp_path)
+        prefetch({"natural": {"experiments": {}}, "deep": {"source": "purchase100"}}, tmp_path,
+                 say=lambda _m: None)
 
 
 def test_the_defaults_sources_prefetched_leave_the_workflow_nothing_to_acquire(tmp_path):
