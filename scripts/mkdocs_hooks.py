@@ -230,7 +230,11 @@ def render_bench(path: Path) -> str:
 
 
 def render_job_seconds(folder: Path) -> str:
-    """Job-seconds per kind of heavy job from Snakemake's ``benchmark:`` files."""
+    """Job-seconds per kind of heavy job from Snakemake's ``benchmark:`` files; the peak memory
+    of a job the warm worker ran from the line it left in the job's log (``logs/X.log`` beside
+    ``logs/benchmarks/X.tsv``: the benchmark measured the process that waited for it)."""
+    from subaudit.pipeline.warm import job_usage
+
     files = sorted(folder.rglob("*.tsv")) if folder.is_dir() else []
     if not files:
         return _note("No workflow benchmarks in this checkout",
@@ -238,9 +242,11 @@ def render_job_seconds(folder: Path) -> str:
                      "the workflow writes (`benchmark:`): run `make run`, then rebuild the site.")
     kinds: dict[str, list[float]] = {}
     for f in files:
+        usage = job_usage(folder.parent / f.relative_to(folder).with_suffix(".log")) or {}
         with f.open(newline="") as fh:
             for row in csv.DictReader(fh, delimiter="\t"):
-                seconds, rss = float(row.get("s") or 0), float(row.get("max_rss") or 0)
+                seconds = float(row.get("s") or 0)
+                rss = max(float(row.get("max_rss") or 0), usage.get("max_rss_mb", 0.0))
                 k = kinds.setdefault(str(f.relative_to(folder).parent / f.stem.split("_")[0]), [0, 0.0, 0.0])
                 k[0] += 1
                 k[1] += seconds

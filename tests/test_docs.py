@@ -134,6 +134,12 @@ def test_markers_render_from_what_a_run_wrote(tmp_path):
             f"s\th:m:s\tmax_rss\n{seconds}\t0:00:10\t300.5\n")
     md = hooks.render_job_seconds(tmp_path / "benchmarks")
     assert "20 job-seconds" in md and "| natural/image/train | 2 | 15 | 75% | 300 |" in md
+    # a job the warm worker ran: its peak memory from its log (the benchmark measured the waiter)
+    (tmp_path / "natural" / "image").mkdir(parents=True)
+    (tmp_path / "natural" / "image" / "train_S3_q1.log").write_text(
+        "INFO job\nwarm worker: ran in process 7, forked from the worker: cpu_s=4.00 max_rss_mb=812.3\n")
+    md = hooks.render_job_seconds(tmp_path / "benchmarks")
+    assert "| natural/image/train | 2 | 15 | 75% | 812 |" in md
 
     from subaudit.reporting.claims import CLAIMS
 

@@ -166,6 +166,32 @@ def test_second_run_does_nothing(workdir):
     assert job_counts(workdir) == {}
 
 
+def test_jobs_in_the_warm_worker_compute_what_their_own_processes_do(tiny_copy):
+    """The session's run went through the warm worker (subaudit.pipeline.warm): every job but
+    those with more threads ran there.  A training shard, its estimates, a deep-network audit,
+    a crafted canary and a figure rerun each in its own process give the same bytes."""
+    import os
+
+    from conftest import digests
+
+    log = (tiny_copy / "logs" / "warm-worker.log").read_text()
+    ran = int(log.rsplit("stopped: ", 1)[1].split(" jobs")[0])
+    refused = [line for line in log.splitlines() if " refused " in line]
+    assert ran >= 100 and all("differs in GOTO_NUM_THREADS" in line for line in refused), log[-2000:]
+    targets = [next(iter(sorted((tiny_copy / "results" / pattern[0]).glob(pattern[1])))).relative_to(tiny_copy)
+               for pattern in (("natural", "image/shards/S2_*/runs*.npz"), ("natural", "image/estimates/S2_*.json"),
+                               ("deep", "audits/scratch_*.npz"), ("natural", "image/canaries/S3_*.npz"),
+                               ("figures", "fig2.csv"))]
+    compared = [*map(str, targets), "results/figures/fig2.png"]
+    before = digests(tiny_copy, *compared)
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "--force", *map(str, targets)],
+                          cwd=tiny_copy, capture_output=True, text=True,
+                          env={**os.environ, "SUBAUDIT_WARM_WORKER": "0"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"{len(targets)} of {len(targets)} steps (100%) done" in proc.stderr
+    assert digests(tiny_copy, *compared) == before
+
+
 def test_param_change_reruns_only_dependent_jobs(tiny_copy):
     workdir = tiny_copy
     params = tiny()

@@ -1,5 +1,9 @@
 """Snakemake adapter: an ablation figure (Figs A2-A4) as PNG, PDF and CSV."""
 
+from subaudit.pipeline import warm
+
+warm.hand_over()  # in the warm worker's child when one takes the job (subaudit.pipeline.warm)
+
 import pandas as pd
 
 from subaudit.reporting import figures

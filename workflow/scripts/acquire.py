@@ -1,5 +1,9 @@
 """Snakemake adapter: fetch one data source into data/raw/<source>/ and verify its checksum."""
 
+from subaudit.pipeline import warm
+
+warm.hand_over()  # in the warm worker's child when one takes the job (subaudit.pipeline.warm)
+
 from pathlib import Path
 
 from subaudit.pipeline import logs

@@ -1,5 +1,9 @@
 """Snakemake adapter: calibrate sigma for each target eps_S at one q and record all accountants."""
 
+from subaudit.pipeline import warm
+
+warm.hand_over()  # in the warm worker's child when one takes the job (subaudit.pipeline.warm)
+
 from subaudit.pipeline import logs
 from subaudit.artifacts import write_json
 from subaudit.accounting.grids import s1_calibration

@@ -1,5 +1,9 @@
 """Snakemake adapter: sigma for the target eps_S at (q, T); eps_S and eps_AR per checkpoint."""
 
+from subaudit.pipeline import warm
+
+warm.hand_over()  # in the warm worker's child when one takes the job (subaudit.pipeline.warm)
+
 from subaudit.pipeline import logs
 from subaudit.accounting import calibrate_sigma
 from subaudit.artifacts import write_csv

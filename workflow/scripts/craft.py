@@ -1,5 +1,9 @@
 """Snakemake adapter: one scenario's canary pair, crafted through the scenario registry."""
 
+from subaudit.pipeline import warm
+
+warm.hand_over()  # in the warm worker's child when one takes the job (subaudit.pipeline.warm)
+
 import torch
 
 from subaudit.pipeline import logs

@@ -1,5 +1,9 @@
 """Snakemake adapter: one one-run audit of a deep network trained with Opacus."""
 
+from subaudit.pipeline import warm
+
+warm.hand_over()  # in the warm worker's child when one takes the job (subaudit.pipeline.warm)
+
 from subaudit.devices import resolve_device, use_threads
 from subaudit.integrations.deep import Training, load_canaries, load_data, load_weights, run_audit, save_audit
 from subaudit.pipeline import logs

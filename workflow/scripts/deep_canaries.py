@@ -1,5 +1,9 @@
 """Snakemake adapter: every input canary kind's pairs for the deep-network audits."""
 
+from subaudit.pipeline import warm
+
+warm.hand_over()  # in the warm worker's child when one takes the job (subaudit.pipeline.warm)
+
 from subaudit.devices import use_threads
 from subaudit.integrations.deep import load_data, make_canaries, save_canaries
 from subaudit.pipeline import logs

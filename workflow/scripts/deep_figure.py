@@ -1,5 +1,9 @@
 """Snakemake adapter: the deep-network audits' bounds and figure (Table 2 shaped) as PNG, PDF, CSV."""
 
+from subaudit.pipeline import warm
+
+warm.hand_over()  # in the warm worker's child when one takes the job (subaudit.pipeline.warm)
+
 from subaudit.artifacts import write_csv
 from subaudit.integrations.deep import audit_rows, load_audit
 from subaudit.pipeline import logs

@@ -1,5 +1,9 @@
 """Snakemake adapter: the fine-tuning case's network, pretrained without privacy on public images."""
 
+from subaudit.pipeline import warm
+
+warm.hand_over()  # in the warm worker's child when one takes the job (subaudit.pipeline.warm)
+
 import torch
 
 from subaudit.devices import use_threads

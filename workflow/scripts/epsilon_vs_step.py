@@ -1,5 +1,9 @@
 """Snakemake adapter: a natural-data audit figure (Fig 3, A6 or 4) as PNG, PDF and CSV."""
 
+from subaudit.pipeline import warm
+
+warm.hand_over()  # in the warm worker's child when one takes the job (subaudit.pipeline.warm)
+
 import pandas as pd
 
 from subaudit.reporting import figures

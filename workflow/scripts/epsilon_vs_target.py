@@ -1,5 +1,9 @@
 """Snakemake adapter: Fig 2 (S1 audit against the accountants) as PNG, PDF and CSV."""
 
+from subaudit.pipeline import warm
+
+warm.hand_over()  # in the warm worker's child when one takes the job (subaudit.pipeline.warm)
+
 from subaudit.reporting import figures
 from subaudit.pipeline import logs
 from subaudit.pipeline.score_files import pooled_estimates, read_scores

@@ -1,6 +1,10 @@
 """Snakemake adapter: merge the shards of one audit setting (complete, sorted by run) and
 estimate epsilon at every recorded step."""
 
+from subaudit.pipeline import warm
+
+warm.hand_over()  # in the warm worker's child when one takes the job (subaudit.pipeline.warm)
+
 from subaudit.pipeline import logs
 from subaudit.artifacts import write_json
 from subaudit.pipeline.score_files import (audit_estimates, merge_shards, read_scores, read_target_scores,

@@ -1,5 +1,9 @@
 """Snakemake adapter: empirical epsilon at every recorded step of S1 score files."""
 
+from subaudit.pipeline import warm
+
+warm.hand_over()  # in the warm worker's child when one takes the job (subaudit.pipeline.warm)
+
 from subaudit.pipeline import logs
 from subaudit.artifacts import write_json
 from subaudit.pipeline.score_files import audit_estimates, read_scores

@@ -1,5 +1,9 @@
 """Snakemake adapter: backbone features of a split (binary tabular features pass through)."""
 
+from subaudit.pipeline import warm
+
+warm.hand_over()  # in the warm worker's child when one takes the job (subaudit.pipeline.warm)
+
 import numpy as np
 import torch
 

@@ -1,5 +1,9 @@
 """Snakemake adapter: one-run audits of one canary kind at one setting."""
 
+from subaudit.pipeline import warm
+
+warm.hand_over()  # in the warm worker's child when one takes the job (subaudit.pipeline.warm)
+
 from subaudit.pipeline import logs
 from subaudit.pipeline.job_inputs import load_setting
 from subaudit.devices import resolve_device, use_threads

@@ -1,5 +1,9 @@
 """Snakemake adapter: the one-run figure (one-run audits, R-run audits, ceiling) as PNG, PDF, CSV."""
 
+from subaudit.pipeline import warm
+
+warm.hand_over()  # in the warm worker's child when one takes the job (subaudit.pipeline.warm)
+
 import pandas as pd
 
 from subaudit.reporting import figures

@@ -1,5 +1,9 @@
 """Snakemake adapter: a user's own features file, verified and split, as a features artifact."""
 
+from subaudit.pipeline import warm
+
+warm.hand_over()  # in the warm worker's child when one takes the job (subaudit.pipeline.warm)
+
 from subaudit.pipeline import logs
 from subaudit.artifacts import write_npz
 from subaudit.data.own_features import features

@@ -1,5 +1,9 @@
 """Snakemake adapter: Fig A5 (eps_S / eps_AR over q and sigma) as PNG, PDF and CSV."""
 
+from subaudit.pipeline import warm
+
+warm.hand_over()  # in the warm worker's child when one takes the job (subaudit.pipeline.warm)
+
 from subaudit.reporting import figures
 from subaudit.pipeline import logs
 from subaudit.artifacts import read_csv, write_csv

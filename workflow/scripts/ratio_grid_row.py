@@ -1,5 +1,9 @@
 """Snakemake adapter: eps_S and eps_AR over the sigma grid for one q (Fig A5 row)."""
 
+from subaudit.pipeline import warm
+
+warm.hand_over()  # in the warm worker's child when one takes the job (subaudit.pipeline.warm)
+
 from subaudit.pipeline import logs
 from subaudit.artifacts import write_csv
 from subaudit.accounting.grids import ratio_grid_row

@@ -1,5 +1,9 @@
 """Snakemake adapter: data-trap reconstruction on an image experiment's split, figure and tables."""
 
+from subaudit.pipeline import warm
+
+warm.hand_over()  # in the warm worker's child when one takes the job (subaudit.pipeline.warm)
+
 from subaudit.reporting import figures
 from subaudit.pipeline import logs
 from subaudit.scenarios import reconstruction

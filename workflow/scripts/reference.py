@@ -1,5 +1,9 @@
 """Snakemake adapter: non-DP reference model and the least-confident target record."""
 
+from subaudit.pipeline import warm
+
+warm.hand_over()  # in the warm worker's child when one takes the job (subaudit.pipeline.warm)
+
 import numpy as np
 
 from subaudit.pipeline import logs

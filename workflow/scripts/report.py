@@ -1,5 +1,9 @@
 """Snakemake adapter: the run's report (Markdown, HTML, metrics JSON) from the figures' CSVs."""
 
+from subaudit.pipeline import warm
+
+warm.hand_over()  # in the warm worker's child when one takes the job (subaudit.pipeline.warm)
+
 from pathlib import Path
 
 from subaudit.pipeline import logs

@@ -1,5 +1,9 @@
 """Snakemake adapter: Fig 5, final-step epsilon against the number of runs, as PNG, PDF, CSV."""
 
+from subaudit.pipeline import warm
+
+warm.hand_over()  # in the warm worker's child when one takes the job (subaudit.pipeline.warm)
+
 import pandas as pd
 
 from subaudit.reporting import figures

@@ -1,6 +1,10 @@
 """Snakemake adapter: simulate the S1 audits of one q (every target and repeat) at their
 calibrated sigmas."""
 
+from subaudit.pipeline import warm
+
+warm.hand_over()  # in the warm worker's child when one takes the job (subaudit.pipeline.warm)
+
 from pathlib import Path
 
 import numpy as np

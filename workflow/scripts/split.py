@@ -1,5 +1,9 @@
 """Snakemake adapter: deterministic train / aux / test split of a source, saved as .npz."""
 
+from subaudit.pipeline import warm
+
+warm.hand_over()  # in the warm worker's child when one takes the job (subaudit.pipeline.warm)
+
 from subaudit.pipeline import logs
 from subaudit.data import load, save_split, split
 

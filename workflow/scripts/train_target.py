@@ -1,6 +1,10 @@
 """Snakemake adapter: DP training of the runs with the target z of one shard, once for the
 scenarios sharing that world; each scenario's scores at every checkpoint."""
 
+from subaudit.pipeline import warm
+
+warm.hand_over()  # in the warm worker's child when one takes the job (subaudit.pipeline.warm)
+
 import numpy as np
 
 from subaudit.devices import resolve_device, use_threads

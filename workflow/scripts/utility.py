@@ -1,5 +1,9 @@
 """Snakemake adapter: test accuracy over training without a canary and with the canary z'."""
 
+from subaudit.pipeline import warm
+
+warm.hand_over()  # in the warm worker's child when one takes the job (subaudit.pipeline.warm)
+
 import numpy as np
 import pandas as pd
 

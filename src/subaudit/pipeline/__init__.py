@@ -12,7 +12,9 @@ library itself needs.
   bits, shards and merging;
 * :mod:`~subaudit.pipeline.logs`: one log file per job;
 * :mod:`~subaudit.pipeline.prefetch`: every archive and weight a configuration downloads,
-  fetched once where there is internet (``subaudit prefetch``).
+  fetched once where there is internet (``subaudit prefetch``);
+* :mod:`~subaudit.pipeline.warm`: the warm worker, which runs a local workflow's jobs in
+  children forked from one process that imported torch once (each script hands over first).
 
 Importing :mod:`settings` and :mod:`config` loads no torch: the workflow imports them while
 Snakemake parses, once per cluster job.  Submodules are imported by name.
