@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from subaudit.validation import ParameterError
@@ -38,3 +40,18 @@ def use_threads(threads: int) -> None:
     import torch
 
     torch.set_num_threads(max(1, int(threads)))
+
+
+@contextmanager
+def fixed_threads(threads: int) -> Iterator[None]:
+    """Compute with exactly ``threads`` torch threads inside the block, whatever the process
+    was given, then restore: for a computation whose last bits depend on how a reduction is
+    split between threads (the metagradient canaries: :data:`subaudit.integrations.deep.CANARY_THREADS`)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

@@ -16,6 +16,7 @@ from subaudit.integrations import deep
 from subaudit.integrations.networks import NETWORKS, build, parameter_count
 from subaudit.scenarios.deep import (
     DEEP_KINDS,
+    Pairs,
     NETWORK_COSTS,
     NETWORK_NAMES,
     SCORES,
@@ -177,6 +178,27 @@ def test_the_cost_counts_every_training():
     assert deep.audit_examples(d) == {"scratch": 2 * 3 * 5 * 7 * 2, "finetune": 2 * 3 * 11 * 13}
     d["separate"] = True
     assert deep.audit_examples(d) == {"scratch": 3 * 2 * 3 * 5 * 7 * 2, "finetune": 3 * 2 * 3 * 11 * 13}
+
+
+def test_optimised_canaries_are_made_with_fixed_threads_whatever_the_process_has(data, monkeypatch):
+    """The metagradient canaries' pixels depend on torch's thread count (a reduction's split), so
+    make_canaries optimises with CANARY_THREADS whatever the caller set, and restores it after."""
+    seen = {}
+
+    def spy(kind, *args, **kwargs):
+        seen[kind] = torch.get_num_threads()
+        return Pairs(torch.zeros(1), torch.zeros(1))
+
+    monkeypatch.setattr(deep, "make_pairs", spy)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        deep.make_canaries(data, ["random", "metagradient"], 4, seed=1,
+                           metagradient={"base_from": "public"})
+        assert seen == {"random": 1, "metagradient": deep.CANARY_THREADS} and deep.CANARY_THREADS == 2
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
 
 
 def _audit(data, pairs, game, case="scratch", init=None, threads=None):

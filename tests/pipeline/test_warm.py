@@ -26,6 +26,11 @@ import json, os, sys, tempfile, time
 if sys.argv[1] == "sleep":
     print(os.getpid(), flush=True)
     time.sleep(60)
+if sys.argv[1] == "raise":
+    raise ValueError("the job failed")
+if sys.argv[1] == "say":
+    sys.stdout.write("unflushed")
+    sys.exit("a message")
 print(json.dumps({"argv": sys.argv[1:], "cwd": os.getcwd(), "tmp": tempfile.gettempdir(),
                   "path0": sys.path[0], "stdin": sys.stdin.read(),
                   "ppid": os.getppid()}))
@@ -76,6 +81,18 @@ def test_a_handed_over_job_runs_as_its_own_process_would(worker, tmp_path):
     assert got_warm == got_cold == {"argv": ["3", "more"], "cwd": str(tmp_path), "tmp": str(tmp_path),
                                     "path0": str(tmp_path), "stdin": "input"}
     assert "job job.py: pid" in (tmp_path / "worker.log").read_text()
+
+
+def test_a_job_ends_as_its_own_process_would(worker, tmp_path):
+    """An uncaught exception: its traceback from the script's frame, status 1; sys.exit with a
+    message: the message, status 1, and what the script wrote unflushed still written."""
+    for args in (("raise",), ("say",)):
+        cold = run_job(tmp_path, *args, **{warm.ENV: "0"})
+        warmed = run_job(tmp_path, *args)
+        assert (warmed.returncode, warmed.stdout, warmed.stderr) == (cold.returncode, cold.stdout, cold.stderr)
+        assert warmed.returncode == 1
+    assert "job.py\", line" in warmed.stderr or "a message" in warmed.stderr
+    assert (tmp_path / "worker.log").read_text().count("job job.py: pid") == 2  # the two warm ones ran there
 
 
 def test_a_job_whose_libraries_would_load_differently_runs_in_its_own_process(worker, tmp_path):

@@ -38,7 +38,7 @@ if DEEP["source"] is not None:  # null: no deep-network audits
             kinds=DEEP_INPUT_KINDS,
             metagradient=DEEP["metagradient"] if "metagradient" in DEEP["kinds"] else None,
             seed=DEEP_SEED,
-        threads: 2
+        threads: 2  # subaudit.integrations.deep.CANARY_THREADS: the optimisation uses 2 whatever it gets
         priority: UNLOCKS
         log:
             "logs/deep/canaries.log",

@@ -19,6 +19,7 @@ own (the other canaries are part of the mechanism), bounded by each procedure of
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Mapping, Sequence
@@ -34,6 +35,7 @@ from tqdm.auto import tqdm
 
 from subaudit.artifacts import read_npz, write_npz
 from subaudit.data import Dataset, load
+from subaudit.devices import fixed_threads
 from subaudit.estimation.procedures import ScoreSet, bound_rows
 from subaudit.integrations.audit import OneRunAudit
 from subaudit.integrations.networks import build
@@ -93,6 +95,12 @@ def load_data(archive: str, source: str, sizes: Mapping[str, int], seed: int) ->
     return split_images(load(source, archive), sizes, seed)
 
 
+CANARY_THREADS = 2
+"""Torch threads the optimised canaries are made with, whatever the process was given: their
+pixels depend on it (a reduction's order in the proxy's gradients; 1 thread moved pixels of the
+default run's by up to 1.0), so a run on one core makes the canaries of a run on two."""
+
+
 def make_canaries(data: DeepData, kinds: Sequence[str], count: int, *, seed: int,
                   metagradient: Mapping[str, Any] | None = None, progress: bool = False) -> dict[str, Pairs]:
     """Each input kind's ``count`` pairs, from its own block of ``2 count`` pool images (the
@@ -106,10 +114,12 @@ def make_canaries(data: DeepData, kinds: Sequence[str], count: int, *, seed: int
     out = {}
     for k, kind in enumerate(kinds):
         block = slice(k * need, (k + 1) * need)
-        extra = ({"base": _proxy_records(data, metagradient), "options": metagradient, "progress": progress}
-                 if getattr(DEEP_KINDS.get(kind), "optimised", False) else {})
-        out[kind] = make_pairs(kind, pool_x[block], pool_y[block], count, classes=data.classes,
-                               seed=derive_seed(seed, "deep-kind", kind), **extra)
+        optimised = getattr(DEEP_KINDS.get(kind), "optimised", False)
+        extra = {"base": _proxy_records(data, metagradient), "options": metagradient,
+                 "progress": progress} if optimised else {}
+        with fixed_threads(CANARY_THREADS) if optimised else contextlib.nullcontext():
+            out[kind] = make_pairs(kind, pool_x[block], pool_y[block], count, classes=data.classes,
+                                   seed=derive_seed(seed, "deep-kind", kind), **extra)
     return out
 
 
