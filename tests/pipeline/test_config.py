@@ -154,7 +154,19 @@ def test_the_hashed_lock_pins_what_constraints_pin(repo_root):
     assert "torch" not in locked and {k: locked.get(k) for k in pins if k != "torch"} == {
         k: v for k, v in pins.items() if k != "torch"}
     assert re.search(r"^# platform: Linux-x86_64-cp3\d+$", text, re.M)
-    assert "--require-hashes" in (repo_root / "scripts" / "setup.sh").read_text()
+    setup = (repo_root / "scripts" / "setup.sh").read_text()
+    # the installer of the lock is itself in the lock (pip installs it with its hashes first)
+    assert "uv" in locked and "lock_entry uv" in setup
+    assert '"$uv" pip install --python .venv/bin/python --require-hashes --no-deps -r requirements.lock' in setup
+    assert "pip install --progress-bar off --require-hashes --no-deps -r requirements.lock" in setup  # uv cannot
+    # setup.sh's lock_entry picks exactly uv's lines (its pin and every hash) out of the lock
+    import subprocess
+
+    program = re.search(r"awk -v name=\"\$1\" '([^']+)' requirements.lock", setup).group(1)
+    picked = subprocess.run(["awk", "-v", "name=uv", program, "requirements.lock"], cwd=repo_root,
+                            capture_output=True, text=True, check=True).stdout
+    block = next(f"uv=={v} \\\n{h}" for n, v, h in entries if n == "uv")
+    assert picked.rstrip("\n") == block.rstrip(" \\\n") and picked.count("--hash=sha256:") > 1
 
 
 def test_switch_choices_are_the_schemas():

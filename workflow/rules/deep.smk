@@ -38,7 +38,10 @@ if DEEP["source"] is not None:  # null: no deep-network audits
             kinds=DEEP_INPUT_KINDS,
             metagradient=DEEP["metagradient"] if "metagradient" in DEEP["kinds"] else None,
             seed=DEEP_SEED,
-        threads: 2  # subaudit.integrations.deep.CANARY_THREADS: the optimisation uses 2 whatever it gets
+        # One core: its optimisation runs CANARY_THREADS (2) torch threads for its bits, not its
+        # speed (subaudit.integrations.deep), so it need not wait for two free cores (it waited for
+        # the natural phase to end and put the deep audits last) and runs in the warm worker.
+        threads: 1
         priority: UNLOCKS
         log:
             "logs/deep/canaries.log",
