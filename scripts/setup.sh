@@ -42,7 +42,8 @@ if grep -qx "# platform: $here" requirements.lock; then
         if [ -x "$uv" ] &&
             .venv/bin/python -m pip download --progress-bar off --no-deps -c constraints.txt -d "$wheels" torch &&
             ls "$wheels"/torch-*+cpu-*.whl >/dev/null 2>&1 &&
-            "$uv" pip install --python .venv/bin/python --compile-bytecode --no-deps "$wheels"/torch-*.whl; then
+            "$uv" pip install --python .venv/bin/python --compile-bytecode --no-deps --no-index \
+                --find-links "$wheels" -c constraints.txt torch; then
             rm -rf "$wheels"
             return 0
         fi
