@@ -98,8 +98,8 @@ def load_data(archive: str, source: str, sizes: Mapping[str, int], seed: int) ->
 CANARY_THREADS = 2
 """Torch threads the optimised canaries are made with, whatever the process was given: their
 pixels depend on it (a reduction's order in the proxy's gradients; 1 thread moved pixels of the
-default run's by up to 1.0), so a job given one core makes the canaries of a job given two (the
-workflow's job asks for one core and runs two threads on it)."""
+default run's by up to 1.0), so a job given one core (``snakemake --cores 1``) makes the
+canaries of a job given two."""
 
 
 def make_canaries(data: DeepData, kinds: Sequence[str], count: int, *, seed: int,
