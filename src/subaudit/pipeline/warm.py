@@ -10,19 +10,20 @@ child that runs the script exactly as ``python script`` would (the child adopts 
 and the job's process waits for the child, forwards signals to it and exits with its status.
 
 Nothing changes in what a job computes (the default run's outputs are byte for byte those of
-cold jobs, ``dvc.lock`` unchanged; ``tests/pipeline/test_warm.py`` compares jobs run both
-ways).  The worker refuses a job, which then runs in its own process as before, where it
-cannot promise that: an environment that differs from the worker's in anything a library
-reads while it loads (a job with more threads: ``OMP_NUM_THREADS``; only the temporary
-directory variables may differ), a worker that is not single-threaded at the fork, or no
+cold jobs, ``dvc.lock`` unchanged; ``tests/workflow/test_workflow.py`` reruns jobs of the tiny
+run in their own processes and compares bytes).  The worker refuses a job, which then runs in
+its own process as before, where it cannot promise that: an environment that differs from the
+worker's in anything but :data:`ADOPTED` (a job with more threads: ``OMP_NUM_THREADS``, which
+libraries read as they load), a worker that is not single-threaded at the fork, or no
 worker at all (``SUBAUDIT_WARM_WORKER=0``, SLURM and other remote executors, a dry run, fewer
 than :data:`MIN_JOBS` jobs to run).  The child starts from the state a new process has: the
 global generators of Python, NumPy and torch seeded from the operating system (as each new
-process seeds them: no job's numbers depend on them), its own standard streams.
+process seeds them: no job's numbers depend on them), its own standard streams.  It ends as
+the interpreter would for what a job can observe, without tearing down the worker's modules.
 
 What a job's ``benchmark:`` file then measures: its wall time, as before; its CPU and memory
-columns are those of the waiting process, so the worker appends the child's CPU time and peak
-memory to the job's log (one ``warm worker:`` line, which the docs' job table reads).
+columns are those of the waiting process, so that process appends the child's CPU time and
+peak memory to the job's log (one ``warm worker:`` line, which the docs' job table reads).
 
 May import: nothing of subaudit (a job's process imports this module first, and only this).
 """
