@@ -24,13 +24,13 @@ from __future__ import annotations
 import platform
 import time
 import warnings
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
 
+from subaudit.devices import fixed_threads
 from subaudit.engine import device_streams, generator, kernels
 from subaudit.engine import (
     MLP,
@@ -246,17 +246,6 @@ def _opacus_rate(w: Workload, steps: int, device: str) -> float:
     return steps / (time.perf_counter() - t0)
 
 
-@contextmanager
-def _threads(n: int) -> Iterator[None]:
-    """torch's intra-op thread count set to ``n`` for a block, then restored."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 def _goals(rows: list[dict]) -> list[dict]:
     """The throughput goals (:data:`GOALS`) from this run's rows."""
     head, sparse, mlp = rows[:3]
@@ -319,7 +308,7 @@ def run_bench(quick: bool = False, progress: Callable[[str], None] | None = None
                                  max(4, w.opacus_steps // scale), 1, peak, device, _half_memory_mb(device)))
     else:
         job = WORKFLOW_JOB
-        with _threads(job["threads"]):
+        with fixed_threads(job["threads"]):
             say(f"matmul on {job['threads']} thread")
             peak_job = matmul_gflops(repeats=3 if quick else 10, device=device)
             for w in (w for w in WORKLOADS if w.role == "default"):
