@@ -1,12 +1,11 @@
 """DVC versioning of the workflow's results with a real local-directory remote, and their
 reproducibility.
 
-Flow under test (docs/dvc.md): dvc repro runs Snakemake and records dvc.lock; dvc push;
-a fresh clone pulls the recorded results byte for byte; `snakemake --touch --forceall`
-then gives "nothing to be done" while a later params change is still detected. The repository
-starts from a copy of the session's finished tiny run, so its `dvc repro` finds Snakemake up to
-date and records what is there. A second run of the tiny workflow from nothing gives every
-versioned output byte for byte.
+Flow under test (docs/dvc.md): `dvc repro` runs Snakemake from nothing and records dvc.lock;
+what it made equals the session's own run of the tiny workflow byte for byte (same params and
+seed, same bytes: a second run from nothing); dvc push; a fresh clone pulls the recorded results
+byte for byte; `snakemake --touch --forceall` then gives "nothing to be done" while a later
+params change is still detected; a pull that misses one object makes `dvc repro` fail naming it.
 """
 
 from __future__ import annotations
@@ -36,8 +35,11 @@ def sh(cwd: Path, *cmd: str) -> str:
     return proc.stdout + proc.stderr
 
 
-def test_push_pull_restores_results_and_snakemake_state(tiny_copy, tmp_path, repo_root):
-    origin = tiny_copy      # Snakefile, workflow/, the tiny params.yaml and a finished run
+def test_a_run_from_nothing_is_versioned_pushed_and_restored(tiny_run, tmp_path, repo_root):
+    """One `dvc repro` of the tiny workflow from nothing: every output DVC versions (data,
+    features, scores, estimates, figures with their CSVs, the report) equals the session's run
+    of it byte for byte (wall time lives in logs/ only), then push, pull and the lost object."""
+    origin = workflow_copy(tmp_path / "origin")      # Snakefile, workflow/, the tiny params.yaml
     for name in ("dvc.yaml", ".dvcignore", ".gitignore"):   # git keeps no results/, as the repository
         shutil.copy(repo_root / name, origin / name)
     shutil.copytree(repo_root / "src" / "subaudit", origin / "src" / "subaudit",
@@ -46,10 +48,10 @@ def test_push_pull_restores_results_and_snakemake_state(tiny_copy, tmp_path, rep
     sh(origin, "dvc", "init", "-q")
     sh(origin, "dvc", "remote", "add", "-d", "store", str(tmp_path / "remote"))
 
-    run = digests(origin, *VERSIONED)
-    out = sh(origin, "dvc", "repro")
-    assert "Nothing to be done" in out          # Snakemake: the copied run is complete
-    assert digests(origin, *VERSIONED) == run
+    sh(origin, "dvc", "repro")                   # Snakemake from nothing, then the completeness check
+    run, first = digests(origin, *VERSIONED), digests(tiny_run, *VERSIONED)
+    assert len(first) > 200 and set(run) == set(first)
+    assert [k for k in first if first[k] != run[k]] == []
     assert (origin / "results/figures/fig2.png").is_file()
     lock = yaml.safe_load((origin / "dvc.lock").read_text())
     assert {o["path"] for o in lock["stages"]["default"]["outs"]} == {
@@ -118,14 +120,3 @@ def test_push_pull_restores_results_and_snakemake_state(tiny_copy, tmp_path, rep
     assert snakemake(origin, f"results/{lost}").returncode == 0
     assert digests(origin / "results") == published
 
-
-def test_a_second_run_from_nothing_reproduces_every_versioned_output(tiny_run, tmp_path):
-    """Same params and seed, same bytes: every output DVC versions (data, features, scores,
-    estimates, figures with their CSVs, the report) of a fresh run of the tiny workflow equals
-    the session's run; wall time lives in logs/ only."""
-    again = workflow_copy(tmp_path / "again")
-    proc = snakemake(again)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    first, second = digests(tiny_run, *VERSIONED), digests(again, *VERSIONED)
-    assert len(first) > 200 and set(second) == set(first)
-    assert [k for k in first if first[k] != second[k]] == []
