@@ -16,10 +16,11 @@ validate_params(config, source="params.yaml (merged with any --configfile)")
 # This workflow needs no submission rate limit: its scheduler drops Snakemake's default one
 # before it starts; a limit asked for on the command line or in a profile (another value) stays.
 #
-# A local run of many jobs starts the warm worker (subaudit.pipeline.warm): one process that
+# A run with many local jobs starts the warm worker (subaudit.pipeline.warm): one process that
 # imports what the scripts import, once, and forks a child per job, so that no job imports torch
-# again (1.3-3.6 s each, about a fifth of the default run); the numbers are the same.
-# SUBAUDIT_WARM_WORKER=0 turns it off; SLURM jobs never use it.
+# again (1.3-3.6 s each, about a fifth of the default run); the numbers are the same. Under
+# SLURM its local rules (estimates, figures, the report) use it; its cluster jobs never do.
+# SUBAUDIT_WARM_WORKER=0 turns it off.
 from subaudit.pipeline import warm as _warm
 
 _WORKER = []
@@ -29,7 +30,7 @@ onstart:
     _limit = workflow.scheduling_settings.max_jobs_per_timespan
     if _limit is not None and (_limit.max_jobs, _limit.timespan) == (100, 1):
         workflow.scheduler.job_rate_limiter = None
-    if workflow.local_exec and workflow.is_main_process and _warm.enabled(len(workflow.dag)):
+    if workflow.is_main_process and _warm.enabled(sum(1 for _ in workflow.dag.local_needrun_jobs)):
         _WORKER.append(_warm.start(_warm.script_imports(Path(workflow.basedir) / "workflow" / "scripts"),
                                    log="logs/warm-worker.log"))
 

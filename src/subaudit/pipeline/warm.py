@@ -1,8 +1,9 @@
 """The warm worker: a local workflow's jobs start without importing torch again.
 
 Every job of the default run is a fresh Python process that imports torch, scipy and subaudit
-before it computes: 1.3 to 3.6 s of a job that often computes for 3 to 10 s.  A local
-Snakemake run (``onstart``, in the ``Snakefile``) starts one worker process that imports the
+before it computes: 1.3 to 3.6 s of a job that often computes for 3 to 10 s.  A Snakemake run
+with local jobs to run (``onstart``, in the ``Snakefile``: every job of a local run, the local
+rules of a SLURM one) starts one worker process that imports the
 modules the workflow's scripts import, once, and then waits on a Unix socket in a private
 directory.  Each job's script begins with :func:`hand_over`: the job's process sends the worker
 its script, arguments, working directory, environment and standard streams; the worker forks a
@@ -15,10 +16,12 @@ run in their own processes and compares bytes).  The worker refuses a job, which
 its own process as before, where it cannot promise that: an environment that differs from the
 worker's in anything but :data:`ADOPTED` (a job with more threads: ``OMP_NUM_THREADS``, which
 libraries read as they load), a worker that is not single-threaded at the fork, or no
-worker at all (``SUBAUDIT_WARM_WORKER=0``, SLURM and other remote executors, a dry run, fewer
-than :data:`MIN_JOBS` jobs to run).  The child starts from the state a new process has: the
-global generators of Python, NumPy and torch seeded from the operating system (as each new
-process seeds them: no job's numbers depend on them), its own standard streams.  It ends as
+worker at all (``SUBAUDIT_WARM_WORKER=0``, a dry run, fewer than :data:`MIN_JOBS` local jobs
+to run).  Jobs a cluster runs never use it: on another node the socket is not there, and on the
+worker's own node their environment differs (the scheduler's variables), so they are refused.
+The child starts from the state a new process has: the global generators of Python, NumPy and
+torch seeded from the operating system (as each new process seeds them: no job's numbers
+depend on them), its own standard streams.  It ends as
 the interpreter would for what a job can observe, without tearing down the worker's modules.
 
 What a job's ``benchmark:`` file then measures: its wall time, as before; its CPU and memory
@@ -180,7 +183,7 @@ class Worker:
 
 
 def enabled(jobs_to_run: int) -> bool:
-    """Whether a local run of ``jobs_to_run`` jobs starts a worker (``SUBAUDIT_WARM_WORKER=0``: never)."""
+    """Whether a run of ``jobs_to_run`` local jobs starts a worker (``SUBAUDIT_WARM_WORKER=0``: never)."""
     return os.environ.get(ENV, "") != "0" and jobs_to_run >= MIN_JOBS
 
 
