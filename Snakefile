@@ -7,7 +7,11 @@ from subaudit.pipeline.config import validate_params
 
 configfile: "params.yaml"
 
-validate_params(config, source="params.yaml (merged with any --configfile)")
+# Before any job, naming the key. A cluster job's own Snakemake (--mode remote) reads the
+# configuration the main process validated: it skips the check (1.4 s of each job's start:
+# the deep phase's canary counts are checked by computing one-run bounds, with SciPy).
+if workflow.is_main_process:
+    validate_params(config, source="params.yaml (merged with any --configfile)")
 
 # Snakemake 9's default job rate limit (100 jobs per 1 s) re-arms a 1 s timer after every pass
 # of its scheduler, and every finished job starts another pass, so the timers pile up: after N

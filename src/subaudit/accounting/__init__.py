@@ -68,28 +68,61 @@ and dp_accounting.
 
 from __future__ import annotations
 
-from subaudit.accounting.accountant import (
-    ADJACENCIES,
-    ADJACENCY_ALIASES,
-    Epsilon,
-    canonical_adjacency,
-    epsilon,
-    epsilon_of_history,
-    epsilon_over_steps,
-    epsilon_profile,
-)
-from subaudit.accounting.calibration import calibrate_sigma
-from subaudit.accounting.composition import clear_cache
-from subaudit.accounting.discretisation import AccountingRangeError
-from subaudit.accounting.error_budget import MIN_EPS_ERROR, REL_DELTA_ERROR, REL_EPS_ERROR
-from subaudit.accounting.gdp import gdp_delta, gdp_epsilon
-from subaudit.accounting.prv import (
-    AddPoissonGaussian,
-    RemovePoissonGaussian,
-    Segment,
-    SubstitutePoissonGaussian,
-)
-from subaudit.accounting.statement import Statement, privacy_statement
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from subaudit.accounting.accountant import (
+        ADJACENCIES,
+        ADJACENCY_ALIASES,
+        Epsilon,
+        canonical_adjacency,
+        epsilon,
+        epsilon_of_history,
+        epsilon_over_steps,
+        epsilon_profile,
+    )
+    from subaudit.accounting.calibration import calibrate_sigma
+    from subaudit.accounting.composition import clear_cache
+    from subaudit.accounting.discretisation import AccountingRangeError
+    from subaudit.accounting.error_budget import MIN_EPS_ERROR, REL_DELTA_ERROR, REL_EPS_ERROR
+    from subaudit.accounting.gdp import gdp_delta, gdp_epsilon
+    from subaudit.accounting.prv import (
+        AddPoissonGaussian,
+        RemovePoissonGaussian,
+        Segment,
+        SubstitutePoissonGaussian,
+    )
+    from subaudit.accounting.statement import Statement, privacy_statement
+
+# Where each name lives: they are imported on first use (PEP 562), so that importing
+# subaudit.accounting.gdp (the estimators do, and the workflow's Snakefile imports those while
+# Snakemake parses) does not import prv_accountant and SciPy's signal and FFT modules.
+_HOME = {
+    **dict.fromkeys(("ADJACENCIES", "ADJACENCY_ALIASES", "Epsilon", "canonical_adjacency", "epsilon",
+                     "epsilon_of_history", "epsilon_over_steps", "epsilon_profile"), "accountant"),
+    "calibrate_sigma": "calibration",
+    "clear_cache": "composition",
+    "AccountingRangeError": "discretisation",
+    **dict.fromkeys(("MIN_EPS_ERROR", "REL_DELTA_ERROR", "REL_EPS_ERROR"), "error_budget"),
+    **dict.fromkeys(("gdp_delta", "gdp_epsilon"), "gdp"),
+    **dict.fromkeys(("AddPoissonGaussian", "RemovePoissonGaussian", "Segment", "SubstitutePoissonGaussian"), "prv"),
+    **dict.fromkeys(("Statement", "privacy_statement"), "statement"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_HOME))
+
 
 __all__ = [
     "ADJACENCIES",

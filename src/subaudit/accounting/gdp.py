@@ -11,7 +11,9 @@ import math
 from typing import Any
 
 import numpy as np
-from scipy import optimize, special, stats
+
+# SciPy is imported in the functions that use it: the workflow's Snakefile imports this module
+# while Snakemake parses, and every cluster job's Snakemake parses it again.
 
 from subaudit.validation import ParameterError, check_positive, check_probability
 
@@ -31,6 +33,7 @@ def _log1mexp(x: np.ndarray) -> np.ndarray:
 
 def _log_gdp_delta(epsilon: np.ndarray, mu: np.ndarray) -> np.ndarray:
     """log delta(eps) for mu-GDP, mu > 0, computed in log space."""
+    from scipy import special
     a = -epsilon / mu + mu / 2.0
     b = -epsilon / mu - mu / 2.0
     l1 = special.log_ndtr(a)
@@ -87,6 +90,7 @@ def epsilon_from_mu(mu: float, delta: float) -> float:
 
 
 def _gdp_epsilon_unchecked(m: float, delta: float) -> float:
+    from scipy import optimize, stats
     log_delta = math.log(delta)
 
     def f(e: float) -> float:

@@ -32,8 +32,8 @@ Modules, one concept each (bottom first; each imports only those above it):
 Adding a source is one :class:`Source` entry in ``SOURCES`` plus its reader in
 ``LOADERS``. May import: only the base modules (:mod:`subaudit.validation`,
 :mod:`subaudit.seeding`, :mod:`subaudit.artifacts`, :mod:`subaudit.devices`) and
-third-party packages; importing it stays light (numpy and pandas, no torch), since the
-workflow imports :data:`SOURCES` while Snakemake parses.
+third-party packages; importing it stays light (numpy; pandas only when a reader runs; no
+torch), since the workflow imports :data:`SOURCES` while Snakemake parses.
 """
 
 from __future__ import annotations

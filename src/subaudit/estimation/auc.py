@@ -11,7 +11,9 @@ import math
 from typing import Any
 
 import numpy as np
-from scipy import optimize, special, stats
+
+# SciPy is imported in the functions that use it: the workflow's Snakefile imports this module
+# while Snakemake parses, and every cluster job's Snakemake parses it again.
 
 from subaudit.accounting.gdp import epsilon_from_mu
 from subaudit.estimation.bounds import mu_lower
@@ -36,6 +38,7 @@ def _binormal_auc_moments(mu: np.ndarray, n_pos: int, n_neg: int) -> tuple[np.nd
     two negatives) = Phi_2(h, h; 1/2), h = mu / sqrt 2. ``P - A^2`` is computed as
     ``P(Z1 > h, Z2 > h) - Phi(-h)^2`` with Owen's T, accurate when A is close to 1.
     """
+    from scipy import special
     h = np.asarray(mu, dtype=np.float64) / math.sqrt(2.0)
     a = special.ndtr(h)
     abar = special.ndtr(-h)
@@ -52,6 +55,7 @@ def _auc_mu(auc: float, n_pos: int, n_neg: int, alpha: float) -> float:
     ``A(mu) + z_(1-alpha) sd(mu)``; every mu below the first crossing is rejected, so the
     first crossing is a lower confidence bound on mu (0 when even mu = 0 is not rejected).
     """
+    from scipy import optimize, stats
     z = float(stats.norm.isf(alpha))
 
     def crit(mu: Any) -> Any:
@@ -82,6 +86,7 @@ def _tail_bounds(pos: np.ndarray, neg: np.ndarray, alpha: float):
     threshold the false negatives are binomial: each of the 2K upper bounds holds with
     probability 1 - alpha / (2K), all together with probability >= 1 - alpha.
     """
+    from scipy import stats
     n_pos, n_neg = pos.shape[0], neg.shape[0]
     ks = tail_ranks(n_neg)
     level = alpha / (2 * ks.shape[0])

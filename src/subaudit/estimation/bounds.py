@@ -12,7 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from scipy import stats
+
+# SciPy is imported in the functions that use it: the workflow's Snakefile imports this module
+# while Snakemake parses, and every cluster job's Snakemake parses it again.
 
 from subaudit.validation import check_probability
 
@@ -40,6 +42,7 @@ def clopper_pearson_upper(k: Any, n: Any, alpha: float = 0.05) -> np.ndarray | f
     alpha:
         Two-sided significance level in (0, 1).
     """
+    from scipy import stats
     alpha = check_probability(alpha, "alpha")
     k_arr = np.asarray(k)
     n_arr = np.asarray(n)
@@ -67,6 +70,7 @@ def mu_lower(fpr_ub: Any, fnr_ub: Any) -> np.ndarray | float:
     for small bounds).  An upper bound of 1 on either rate gives ``-inf``.
     Vectorised.
     """
+    from scipy import stats
     fpr = np.asarray(fpr_ub, dtype=np.float64)
     fnr = np.asarray(fnr_ub, dtype=np.float64)
     if np.any(~((fpr >= 0) & (fpr <= 1))) or np.any(~((fnr >= 0) & (fnr <= 1))):

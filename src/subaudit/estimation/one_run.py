@@ -39,7 +39,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import optimize, special, stats
+
+# SciPy is imported in the functions that use it: the workflow's Snakefile imports this module
+# while Snakemake parses, and every cluster job's Snakemake parses it again.
 
 from subaudit.validation import (
     ParameterError,
@@ -107,6 +109,7 @@ def _largest_falsified(objective: Callable[[float], float]) -> float:
     The objective is taken to be non-increasing in eps; the bracket doubles from 1 until it is no
     longer falsified, then brentq locates the crossing.
     """
+    from scipy import optimize
     if not objective(0.0) > 0:
         return 0.0
     lo, hi = 0.0, 1.0
@@ -128,6 +131,7 @@ _EXACT_WINDOWS = 1 << 20
 
 def _window_excess(r: int, q: float, v: int, beta: float, lo: int, hi: int) -> float:
     """max over i in [lo, hi] of (P[B >= v - i] - beta) / i = P[v - i <= B < v] / i."""
+    from scipy import stats
     i = np.arange(lo, hi + 1)
     return float(np.max((stats.binom.sf(v - i - 1, r, q) - beta) / i))
 
@@ -139,6 +143,7 @@ def _steinke_excess(r: int, q: float, v: int, beta: float) -> float:
     rises while the pmf values it takes in exceed the mean, then falls for good, so beyond
     :data:`_EXACT_WINDOWS` an integer ternary search finds the peak (a zero plateau, where the
     pmf underflows, counts as rising) and every i within 4,096 of it is checked exactly."""
+    from scipy import stats
     if v <= _EXACT_WINDOWS:
         return _window_excess(r, q, v, beta, 1, v)
 
@@ -156,6 +161,7 @@ def _steinke_excess(r: int, q: float, v: int, beta: float) -> float:
 
 
 def _steinke_p(m: int, r: int, v: int, eps: float, delta: float) -> float:
+    from scipy import special, stats
     if v == 0:
         return 1.0
     q = float(special.expit(eps))
@@ -232,6 +238,7 @@ def _dp_fbar_inv(eps: float, delta: float) -> Callable[[float], float]:
 
 def _gdp_fbar_inv(mu: float) -> Callable[[float], float]:
     """Inverse of the mu-GDP blow-up ``1 - G_mu(x)``: ``Phi(Phi^{-1}(y) - mu)``."""
+    from scipy import special
     return lambda y: float(special.ndtr(special.ndtri(y) - mu))
 
 
