@@ -6,7 +6,6 @@ The extensions are optional: without a C++ compiler the package installs without
 the engine uses its torch path and the numpy twin of the kernels' generator (the same random
 numbers, slower; subaudit.engine.generator)."""
 
-import os
 import platform
 
 from setuptools import Extension, setup
@@ -20,8 +19,10 @@ if platform.machine().lower() in ("x86_64", "amd64"):
         "_avx512": ["-mavx512f", "-mavx512dq", "-mavx512bw", "-mavx512vl", "-mprefer-vector-width=512"],
     }
 
-# the variants compile side by side (setuptools' build_ext --parallel): 14 s instead of 17 s on 2 cores
-setup(options={"build_ext": {"parallel": os.cpu_count() or 1}}, ext_modules=[
+# One after another: the variants compile the same source, so setuptools' build_ext --parallel
+# wrote their object files to one path at once and could link a variant from another's
+# half-written object (an AVX2 build with no symbols, seen in a clean clone).
+setup(ext_modules=[
     Extension(f"subaudit.engine._kernels{suffix}", ["src/subaudit/engine/_kernels.cpp"], language="c++",
               extra_compile_args=FLAGS + flags, depends=["src/subaudit/engine/_ziggurat.h"],
               optional=True)

@@ -148,7 +148,11 @@ def library(variant: str | None = None) -> ctypes.CDLL:
                           "package with a C++ compiler on PATH (pip install -e .)")
     lib = ctypes.CDLL(spec.origin)
     for fn, (args, res) in _SIGNATURES.items():
-        f = getattr(lib, fn)
+        try:
+            f = getattr(lib, fn)
+        except AttributeError:   # a broken or partial build
+            raise ImportError(f"{name} ({spec.origin}) lacks {fn}: a broken build of the kernels; "
+                              "rebuild the package (pip install -e .)") from None
         f.argtypes, f.restype = args, res
     sizes = (ctypes.c_int64 * len(_STRUCTS))()
     lib.sa_struct_sizes(sizes)
