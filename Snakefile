@@ -34,7 +34,8 @@ onstart:
     _limit = workflow.scheduling_settings.max_jobs_per_timespan
     if _limit is not None and (_limit.max_jobs, _limit.timespan) == (100, 1):
         workflow.scheduler.job_rate_limiter = None
-    if workflow.is_main_process and _warm.enabled(sum(1 for _ in workflow.dag.local_needrun_jobs)):
+    # --touch runs no job: no worker to load
+    if workflow.is_main_process and not workflow.touch and _warm.enabled(sum(1 for _ in workflow.dag.local_needrun_jobs)):
         _WORKER.append(_warm.start(_warm.script_imports(Path(workflow.basedir) / "workflow" / "scripts"),
                                    log="logs/warm-worker.log"))
 

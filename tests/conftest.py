@@ -129,11 +129,13 @@ VERSIONED = ("data/raw", "data/splits", "data/features", "results")
 
 
 def digests(root: Path, *parts: str) -> dict[str, str]:
-    """sha256 of every file below ``root / part`` for each of ``parts`` (default: the whole
-    tree), by path relative to ``root``; DVC's own .gitignore files are not outputs."""
+    """sha256 of every file below ``root / part`` (or of that file) for each of ``parts``
+    (default: the whole tree), by path relative to ``root``; DVC's own .gitignore files are not
+    outputs."""
     import hashlib
 
-    files = [p for part in (parts or (".",)) for p in sorted((root / part).rglob("*"))]
+    files = [p for part in (parts or (".",))
+             for p in ([root / part] if (root / part).is_file() else sorted((root / part).rglob("*")))]
     return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in files if p.is_file() and p.name != ".gitignore"}
 

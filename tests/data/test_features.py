@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from subaudit.data import features
+from subaudit.data import acquisition, features
 from subaudit.data.backbones import BACKBONES
 from subaudit.data.features import image_features, text_features
 from subaudit.data.sources import DataError
@@ -253,11 +253,21 @@ def test_hub_weights_are_used_only_with_their_recorded_sha256(tmp_path, monkeypa
         features.hub_weights("vit-b16-in21k", other, key="my.key")
     with pytest.raises(ParameterError, match="my.key"):
         features.hub_weights("vit-b16-in21k", "abc", key="my.key")
+    hashed = []
+    monkeypatch.setattr(features, "file_digest", lambda p: hashed.append(p) or acquisition.file_digest(p))
     assert features.hub_weights("vit-b16-in21k", sha.upper()) == path
     model = features.create_image_model("vit-b16-in21k", weights_checksum=sha)
     assert model.num_classes == 0                               # the in21k head dropped
     got = model.state_dict()
     assert all(torch.equal(got[k], saved[k]) for k in got) and len(got) == len(saved) - 2
+    assert hashed == []            # hashed once in this process: by the mismatch check above
+    # the file replaced (other bytes): hashed again, and refused
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 1
+    path.write_bytes(bytes(data))
+    with pytest.raises(DataError, match=f"not {sha}"):
+        features.hub_weights("vit-b16-in21k", sha)
+    path.write_bytes(bytes(data[:-1]) + bytes([data[-1] ^ 1]))   # the recorded file again
     # a pinned digest wins: another one given is refused before the file is read
     pinned = dataclasses.replace(BACKBONES["vit-b16-in21k"], sha256=sha)
     monkeypatch.setitem(BACKBONES, "vit-b16-in21k", pinned)

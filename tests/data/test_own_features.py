@@ -114,6 +114,10 @@ def own_config(workdir: Path, **experiment) -> dict:
 def test_a_users_features_file_is_audited_end_to_end(tmp_path):
     tmp_path.mkdir(exist_ok=True)
     params = own_config(tmp_path)
+    # a canary without a reference model, one with it and its shared runs, one crafted by
+    # gradient descent
+    params["natural"]["scenarios"] = ["S2", "S4", "S7"]
+    params["ablations"]["scenarios"] = ["S2", "S4"]
     workflow_copy(tmp_path, params)
     proc = snakemake(tmp_path)
     assert proc.returncode == 0, proc.stderr[-4000:]

@@ -23,7 +23,7 @@ def _config() -> dict:
     params = tiny()
     params["natural"]["shard_size"] = 16            # two shards per setting
     tab = params["natural"]["experiments"]["tabular"]
-    tab.update(steps=14000, every=7000)          # shards long enough to be killed halfway
+    tab.update(steps=7000, every=3500)           # shards of about 3 s: killed halfway
     return params
 
 
@@ -52,7 +52,8 @@ def test_killed_shard_is_recomputed_alone_and_bit_for_bit(tmp_path):
         while not log.exists():                      # the shard has started ...
             assert job.poll() is None and time.time() < deadline, "workflow ended early"
             time.sleep(0.2)
-        time.sleep(3.0)                              # ... and is training
+        time.sleep(1.5)                              # ... and is training (its log opens
+                                                     # after the imports, before the data)
         assert job.poll() is None and not second.exists()
     finally:
         os.killpg(job.pid, signal.SIGKILL)

@@ -184,6 +184,7 @@ def test_jobs_in_the_warm_worker_compute_what_their_own_processes_do(tiny_copy):
                                ("figures", "fig2.csv"))]
     compared = [*map(str, targets), "results/figures/fig2.png"]
     before = digests(tiny_copy, *compared)
+    assert len(before) == len(compared)
     proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "--force", *map(str, targets)],
                           cwd=tiny_copy, capture_output=True, text=True,
                           env={**os.environ, "SUBAUDIT_WARM_WORKER": "0"})
@@ -287,7 +288,8 @@ def test_reproduction_switches_run_the_papers_code_choices(tmp_path):
     """presets/paper.yaml's switches on the tiny image experiment at two q, with the scenarios
     they are about (S2, S3, S5) and nothing else: a minibatch reference per q (so the S3 and S5
     canaries are per q too), log-odds S3/S5 scores, the gradient-rms S2 coordinate and a small
-    S5 pool; the report names each switch."""
+    S5 pool, each in the artifacts they change (the report's table of them is the session's
+    run's: test_the_report_names_each_reproduction_switch)."""
     wd = workflow_copy(tmp_path)
     params = lean(tiny())
     params["reconstruction"]["experiment"] = None
@@ -302,19 +304,29 @@ def test_reproduction_switches_run_the_papers_code_choices(tmp_path):
     counts = job_counts(wd)
     # a reference at each q; S2, S3 and S5 crafted per q (S3 and S5 on that q's reference)
     assert counts["reference"] == 2 and counts["craft"] == 3 * 2
-    proc = snakemake(wd)
+    reference = "results/natural/image/reference/q0.5_T4_k2_lr0.01.json"
+    s5 = "results/natural/image/canaries/S5_q0.5_T4_k2_lr0.01.json"
+    s2 = "results/natural/image/canaries/S2_q1_C2_T4_lr0.01.json"
+    proc = snakemake(wd, reference, s5, s2)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    ref = json.loads((wd / "results/natural/image/reference/q0.5_T4_k2_lr0.01.json").read_text())
-    assert ref["sampling_rate"] == 0.5
-    s5 = json.loads((wd / "results/natural/image/canaries/S5_q0.5_T4_k2_lr0.01.json").read_text())
+    assert json.loads((wd / reference).read_text())["sampling_rate"] == 0.5
+    s5 = json.loads((wd / s5).read_text())
     assert s5["score"] == "log-odds" and s5["pool"] == 3 and s5["aux_index"] < 3
-    s2 = json.loads((wd / "results/natural/image/canaries/S2_q1_C2_T4_lr0.01.json").read_text())
-    assert s2["statistic"] == "gradient-rms"
-    report = (wd / "results/report.md").read_text()
-    assert "| S3/S5 score (natural.input_score) | log-odds (the paper's code) |" in report
-    assert "| reference model (natural.reference) | per-q (the paper's code) |" in report
-    assert "| S2 coordinate (natural.s2_coordinate) | gradient-rms (the paper's code) |" in report
-    assert "| S5 pool, image (s5_pool) | 3 |" in report
+    assert json.loads((wd / s2).read_text())["statistic"] == "gradient-rms"
+
+
+def test_the_report_names_each_reproduction_switch(workdir):
+    """The report's table of the switches is the run's configuration (the tiny run: the
+    paper's text everywhere); ``switch_settings`` names the code's choices
+    (tests/pipeline/test_settings.py)."""
+    from subaudit.pipeline.settings import switch_settings
+
+    report = (workdir / "results/report.md").read_text()
+    table = switch_settings(tiny()["natural"])
+    assert len(table) == 3 + 2 * 3
+    for what, value in table.items():
+        assert f"| {what} | {value} |" in report, what
+    assert "| S3/S5 score (natural.input_score) | logit-difference (the paper's text) |" in report
 
 
 def test_report_verdicts_follow_the_numbers(tiny_copy):

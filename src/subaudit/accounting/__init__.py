@@ -94,7 +94,8 @@ if TYPE_CHECKING:
     )
     from subaudit.accounting.statement import Statement, privacy_statement
 
-# Where each name lives: they are imported on first use (PEP 562), so that importing
+# Where each name lives (__all__ and the imports above, literal for linters and type checkers,
+# name the same ones; a test checks): they are imported on first use (PEP 562), so that importing
 # subaudit.accounting.gdp (the estimators do, and the workflow's Snakefile imports those while
 # Snakemake parses) does not import prv_accountant and SciPy's signal and FFT modules.
 _HOME = {

