@@ -73,3 +73,13 @@ def test_the_extras_hold_what_the_core_does_not_need():
     extras = project["optional-dependencies"]
     assert any(d.startswith("torch==") for d in extras["engine"])
     assert "subaudit[engine]" in extras["features"] and "subaudit[engine,features]" in extras["workflow"]
+
+
+def test_make_lets_python_keep_its_compiled_modules():
+    """``make run`` and ``make test`` unset PYTHONDONTWRITEBYTECODE: with it set, uv's installs
+    have no bytecode and every process compiled its ~1,300 modules again (7.3 s for 3.6 s)."""
+    probe = 'probe: ; @echo "[$${PYTHONDONTWRITEBYTECODE-unset}]"'
+    out = subprocess.run(["make", "-s", "-C", str(ROOT), f"--eval={probe}", "probe"], capture_output=True,
+                         text=True, timeout=60, env={"PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[unset]"
