@@ -15,6 +15,8 @@ Markdown rendered at build time, so these pages cannot go stale:
   workflow's ``logs/benchmarks/**/*.tsv``, else how to produce them;
 * ``<!-- subaudit:figures -->``: the figure registry (``subaudit.reporting.figure_registry``):
   each file, its number in the ICLR and the arXiv text of the paper, and its caption;
+* ``<!-- subaudit:one-run-limits -->``: the most a one-run audit of m canaries can show
+  (:func:`subaudit.estimation.one_run.perfect_guess_limit` beside the procedures' caps);
 * ``<!-- subaudit:claims -->``: the claims registry (``subaudit.reporting.claims.CLAIMS``) as
   a numbered list, the paper's and ours (beyond the paper) apart.
 
@@ -262,6 +264,27 @@ def render_job_seconds(folder: Path) -> str:
 
 
 # --------------------------------------------------------------------------------------
+#: Canary counts of the one-run limits' table (the Steinke cap's delta term makes 10^6 slow).
+LIMIT_COUNTS = (100, 1_000, 10_000, 100_000)
+
+
+def render_one_run_limits(delta: float = 1e-5, alpha: float = 0.05) -> str:
+    """Perfect guessing of m canaries, per m: the limit of any valid test (k = 2 and 16), and
+    what the two procedures report from it with their search over guess counts."""
+    from subaudit.estimation.one_run import default_guess_grid, perfect_guess_limit
+    from subaudit.estimation.procedures import perfect_epsilon
+
+    rows = [(f"{m:,}", perfect_guess_limit(m, delta, alpha), perfect_guess_limit(m, delta, alpha, 16),
+             perfect_epsilon("mahloujifar", m, delta, alpha), perfect_epsilon("steinke", m, delta, alpha))
+            for m in LIMIT_COUNTS]
+    header = ["canaries m", "limit of any valid test (k = 2)", "k = 16", "mahloujifar (f-DP), searched",
+              "steinke, searched"]
+    intro = (f"Every guess right, delta = {delta:g}, confidence {1 - alpha:g}; 'searched': the "
+             f"procedures' Bonferroni search over the {len(default_guess_grid(max(LIMIT_COUNTS)))} guess "
+             "counts of `default_guess_grid`.")
+    return "\n".join([intro, "", *_table(header, rows)])
+
+
 # MkDocs entry points
 # --------------------------------------------------------------------------------------
 
@@ -276,6 +299,7 @@ def renderers(root: Path) -> dict[str, Callable[[str], str]]:
         "bench": lambda _arg: render_bench(root / "logs" / "bench.json"),
         "job-seconds": lambda _arg: render_job_seconds(root / "logs" / "benchmarks"),
         "claims": lambda _arg: render_claims(),
+        "one-run-limits": lambda _arg: render_one_run_limits(),
         "figures": lambda _arg: render_figures(),
     }
 

@@ -305,7 +305,7 @@ def test_deep_cost_counts_the_examples_of_params_yaml(tmp_path):
     assert out["examples"] == {"scratch": games * 7 * 10 * cases["scratch"]["batch"],
                                "finetune": games * 7 * cases["finetune"]["steps"] * cases["finetune"]["batch"]}
     # the Table 2 preset: every augmented view (16 per record) is a pass of WRN-16-4, and each
-    # of the 4 kinds has its own training (deep.separate)
+    # of the 4 kinds has its own training (deep.trainings: each)
     out = cli_json("deep-cost", "--device", "cpu", "--batch", "4", "--steps", "1", "--configfile",
                    str(Path(__file__).resolve().parents[1] / "presets" / "paper.yaml"))
     assert out["examples"] == {"scratch": 4 * 2 * 5 * 3405 * 4096 * 16, "finetune": 4 * 2 * 5 * 1005 * 4096 * 16}

@@ -404,3 +404,29 @@ def test_a_billion_canaries_take_bounded_memory_and_time(tmp_path):
         assert proc.returncode == 0, proc.stderr[-2000:]
         assert low < float(json.loads(proc.stdout)["epsilon"]) < high
         assert time.monotonic() - start < 60
+
+
+@pytest.mark.parametrize("m", [50, 1000, 10_000, 100_000])
+@pytest.mark.parametrize("k", [2, 16])
+def test_perfect_guess_limit_is_attained_by_the_fdp_test(m, k):
+    """The closed-form limit of perfect guessing is what the f-DP recursion reports for r = v = m
+    (one pre-set test), and it is the epsilon at which the mechanism that reveals every slot with
+    probability delta, else answers by k-ary randomised response, guesses all m right with
+    probability alpha; it grows by about ln 10 a decade of m, and k-ary slots add ln(k - 1)."""
+    delta, alpha = 1e-5, 0.05
+    cap = one_run.perfect_guess_limit(m, delta, alpha, k)
+    assert fdp_epsilon(m, m, m, delta, alpha, k) == pytest.approx(cap, abs=1e-6)
+    right = math.exp(cap) / (math.exp(cap) + k - 1)      # k-ary randomised response at eps = cap
+    assert (1 - delta) * right ** m + delta == pytest.approx(alpha, rel=1e-9)
+    assert cap == pytest.approx(math.log(m / math.log(1 / alpha)) + math.log(k - 1), abs=0.1 if m > 100 else 0.5)
+    assert one_run.perfect_guess_limit(m, delta, delta, k) == 0.0
+
+
+def test_steinke_bound_falls_where_the_limit_keeps_growing():
+    """Its 2 m delta term: perfect guesses of one pre-set test give less at m = 10^6 than at
+    10^5 (the search over guess counts peaks near 10^4: the docs' table), while the limit of any
+    valid test grows by ln 10 a decade."""
+    steinke = {m: steinke_epsilon(m, m, m, 1e-5) for m in (10**5, 10**6)}
+    assert steinke[10**6] < steinke[10**5] < one_run.perfect_guess_limit(10**5, 1e-5) - 2
+    assert one_run.perfect_guess_limit(10**6, 1e-5) - one_run.perfect_guess_limit(10**5, 1e-5) == pytest.approx(
+        math.log(10), abs=0.01)

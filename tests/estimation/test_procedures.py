@@ -20,6 +20,7 @@ from subaudit.estimation.procedures import (
     least_canaries,
     perfect_epsilon,
     procedure_epsilon,
+    procedure_falsifies,
     ScoreSet,
 )
 from subaudit.validation import ParameterError
@@ -78,11 +79,12 @@ def _gdp_inv(mu: float):
     return lambda y: special.ndtr(special.ndtri(y) - mu)
 
 
-def exceeds(procedure: str, family: str, game: str, scores: np.ndarray, bits: np.ndarray, eps: float,
-            alpha: float = 0.05) -> np.ndarray:
-    """Whether each audit's bound would exceed ``eps``: the bound is the largest falsified
-    claim and falsification is monotone in epsilon, so the bound exceeds eps iff some guess
-    count's test (at alpha / grid, Bonferroni) falsifies the claim at eps itself."""
+def exceeds_by_hand(procedure: str, family: str, game: str, scores: np.ndarray, bits: np.ndarray, eps: float,
+                    alpha: float = 0.05) -> np.ndarray:
+    """The papers' tests written out here, independently of the library: whether each audit's
+    bound would exceed ``eps`` (the bound is the largest falsified claim and falsification is
+    monotone in epsilon, so it exceeds eps iff some guess count's test, at alpha / grid,
+    falsifies the claim at eps itself)."""
     stat = _statistic(procedure, game, scores)
     counts = _counts(procedure, stat, bits)
     level = alpha / len(counts)
@@ -96,6 +98,14 @@ def exceeds(procedure: str, family: str, game: str, scores: np.ndarray, bits: np
             inv = _dp_inv(eps, DELTA) if family == "dp" else _gdp_inv(1 / _sigma_of(eps))
             out |= _margins(m, r, v, level, inv) > 0
     return out
+
+
+def exceeds(procedure: str, family: str, game: str, scores: np.ndarray, bits: np.ndarray, eps: float,
+            delta: float = DELTA, **options) -> np.ndarray:
+    """The library's decision, audit by audit: whether procedure_epsilon would exceed ``eps``
+    (procedure_falsifies, which the tests below tie to procedure_epsilon at its own bound)."""
+    return np.array([procedure_falsifies(procedure, s, b, eps, delta, game=game, family=family, **options)
+                     for s, b in zip(scores, bits)])
 
 
 def _sigma_of(eps: float) -> float:
@@ -114,6 +124,17 @@ def randomised_response(rng, audits, m, game, eps=1.0):
     bits = rng.integers(0, 2, (audits, m)).astype(bool)
     said = bits ^ (rng.random((audits, m)) < 1 / (1 + math.exp(eps)))
     u = np.where(said, 1.0, -1.0)
+    twin = -u if game == "substitute" else np.zeros_like(u)
+    return np.stack([u, twin], axis=-1), bits, eps
+
+
+def delta_spending(rng, audits, m, game, eps=1.0, delta=0.02):
+    """A mechanism that spends its delta: each slot's bit is revealed outright (score +-10) with
+    probability delta, and otherwise reported through randomised response at eps; each bit is
+    (eps, delta)-DP and no better, so a bound that ignores delta exceeds eps."""
+    scores, bits, _ = randomised_response(rng, audits, m, game, eps)
+    reveal = rng.random((audits, m)) < delta
+    u = np.where(reveal, np.where(bits, 10.0, -10.0), scores[..., 0])
     twin = -u if game == "substitute" else np.zeros_like(u)
     return np.stack([u, twin], axis=-1), bits, eps
 
@@ -164,24 +185,63 @@ def test_validity_check_can_fail():
     assert stats.binom.sf(ALLOWED, AUDITS, 0.05) < 0.001
 
 
+#: The mechanisms the validity tests audit, each at its delta and canary count: the sharp cases
+#: (randomised response, whose curve is f_{eps,0} itself, and a mechanism that spends its delta)
+#: at m = 1,000, where dropping the Bonferroni correction or delta takes the exceedance rate far
+#: past the allowance; the Gaussian and subsampled ones at m = 500.
+MECHANISMS = {randomised_response: (DELTA, 1000), delta_spending: (0.02, 1000), gaussian: (DELTA, 500),
+              subsampled_gaussian: (DELTA, 500)}
+
+
 @pytest.mark.parametrize("game", GAMES)
-@pytest.mark.parametrize("mechanism", [randomised_response, gaussian, subsampled_gaussian])
+@pytest.mark.parametrize("mechanism", list(MECHANISMS))
 def test_default_procedures_are_valid(mechanism, game):
-    """Steinke and Mahloujifar with the (eps, delta) curve (the defaults) exceed the mechanism's
-    true epsilon in at most the nominal 5% of 1,000 audits, on three mechanisms and both games.
-    Randomised response is the sharp case (each bit's curve is f_{eps,0} itself: 1-3% of audits
-    exceed); at m = 500 one-run bounds stay far below the Gaussian and subsampled mechanisms'
-    epsilon (none exceeds 0.6 eps), so there the check shows only that nothing breaks."""
+    """Steinke and Mahloujifar as the library runs them by default (the (eps, delta) curve, the
+    Bonferroni-corrected guess count) exceed the mechanism's true epsilon in at most the nominal
+    5% of 1,000 audits, on four mechanisms and both games. The sharp cases are where an invalid
+    bound shows: randomised response (1-3% of audits exceed; without the Bonferroni correction
+    16-19%, with the mu-GDP curve 98%) and the delta-spending mechanism (none exceed; with delta
+    dropped from the curve or from Steinke's term, 63-73%). At m = 500 one-run bounds stay far
+    below the Gaussian and subsampled mechanisms' epsilon (none exceeds 0.6 eps), so there the
+    check shows only that nothing breaks."""
+    delta, m = MECHANISMS[mechanism]
     rng = np.random.default_rng(zlib.crc32(f"{mechanism.__name__} {game}".encode()))
-    scores, bits, eps = mechanism(rng, AUDITS, 500, game)
+    scores, bits, eps = mechanism(rng, AUDITS, m, game)
     for procedure in PROCEDURES:
-        over = exceeds(procedure, "dp", game, scores, bits, eps)
+        over = exceeds(procedure, "dp", game, scores, bits, eps, delta)
         assert over.sum() <= ALLOWED, (procedure, game, over.sum(), eps)
-    # the decision is the library's: on a few audits its bound is above eps exactly where over is
-    for a in range(8):
-        for procedure in PROCEDURES:
-            got = procedure_epsilon(procedure, scores[a], bits[a], DELTA, game=game)
-            assert (got > eps) == exceeds(procedure, "dp", game, scores[a:a + 1], bits[a:a + 1], eps)[0]
+
+
+@pytest.mark.parametrize("game", GAMES)
+def test_the_checks_see_an_invalid_bound(game):
+    """The same audits fail the check when the bound is made invalid through the library's own
+    switches: the uncorrected best guess count (``bonferroni=False``) on randomised response."""
+    rng = np.random.default_rng(zlib.crc32(f"randomised_response {game}".encode()))
+    scores, bits, eps = randomised_response(rng, AUDITS, 1000, game)
+    for procedure in PROCEDURES:
+        assert exceeds(procedure, "dp", game, scores, bits, eps, bonferroni=False).sum() > 2 * ALLOWED
+
+
+@pytest.mark.parametrize("game", GAMES)
+@pytest.mark.parametrize("mechanism", list(MECHANISMS))
+def test_procedure_epsilon_is_what_the_checks_decide(mechanism, game):
+    """procedure_epsilon with its defaults sits exactly where procedure_falsifies with its defaults
+    turns (falsified just below the bound, not just above), on audits of every mechanism (at
+    delta = 1e-5; a zero bound falsifies nothing); and
+    procedure_falsifies is the papers' tests as written out in this file, on 100 audits."""
+    delta, m = MECHANISMS[mechanism]
+    rng = np.random.default_rng(zlib.crc32(f"{mechanism.__name__} {game} tie".encode()))
+    scores, bits, eps = mechanism(rng, 100, m, game)
+    for procedure in PROCEDURES:
+        for a in range(4):
+            bound = procedure_epsilon(procedure, scores[a], bits[a], DELTA, game=game)
+            below = procedure_falsifies(procedure, scores[a], bits[a], max(bound - 1e-6, 0.0), DELTA, game=game)
+            assert below == (bound > 0), (procedure, a, bound)
+            assert not procedure_falsifies(procedure, scores[a], bits[a], bound + 1e-6, DELTA, game=game)
+        if delta == DELTA:
+            for claim in (0.5 * eps, eps):
+                assert np.array_equal(exceeds(procedure, "dp", game, scores, bits, claim, delta),
+                                      exceeds_by_hand(procedure, "dp", game, scores, bits, claim))
 
 
 @pytest.mark.parametrize("game", GAMES)
@@ -193,6 +253,8 @@ def test_gaussian_option_is_invalid_beyond_gaussian_mechanisms(game):
     at a claim 60% below the Gaussian's epsilon flags more audits: it can fail there too."""
     rng = np.random.default_rng(11)
     scores, bits, eps = randomised_response(rng, AUDITS, 500, game)
+    assert np.array_equal(exceeds("mahloujifar", "gdp", game, scores[:100], bits[:100], eps),
+                          exceeds_by_hand("mahloujifar", "gdp", game, scores[:100], bits[:100], eps))
     assert exceeds("mahloujifar", "gdp", game, scores, bits, eps).sum() > 500
     assert exceeds("mahloujifar", "dp", game, scores, bits, eps).sum() <= ALLOWED
     scores, bits, eps = gaussian(rng, AUDITS, 500, game, s=2.0)
@@ -306,3 +368,26 @@ def test_bad_pair_scores_are_named():
         procedure_epsilon("steinke", np.zeros((5, 2)), np.zeros(5), DELTA, game="replace")
     with pytest.raises(ParameterError, match="family"):
         procedure_epsilon("mahloujifar", np.zeros((5, 2)), np.zeros(5), DELTA, game="membership", family="rdp")
+
+
+def test_the_dpsgd_cap_is_its_own_curves():
+    """The DP-SGD family's cap is perfect guessing tested against DP-SGD's own curve, not the
+    (eps, delta) family's: at q = 1 and one step DP-SGD is the Gaussian mechanism, so its cap is
+    the mu-GDP test's (closed form) to the accountant's error, well above the (eps, delta) cap;
+    its rows carry it, and name their assumption wherever printed."""
+    from subaudit.estimation.one_run import FDP_FAMILIES
+    from subaudit.estimation.procedures import claim_prefix
+
+    history = ((0.5, 1.0, 1),)
+    dpsgd = perfect_epsilon("mahloujifar", 1000, DELTA, family="dpsgd", game="substitute", history=history)
+    assert dpsgd == pytest.approx(perfect_epsilon("mahloujifar", 1000, DELTA, family="gdp"), rel=0.01)
+    assert dpsgd > 1.5 * perfect_epsilon("mahloujifar", 1000, DELTA)
+    with pytest.raises(ParameterError, match="history"):
+        perfect_epsilon("mahloujifar", 1000, DELTA, family="dpsgd")
+    bits = np.arange(1000) % 2
+    s = ScoreSet("gradient", "update", np.stack([2.0 * bits - 1, 1 - 2.0 * bits], 1), bits, True)
+    row = bound_rows([s], game="substitute", history=history, delta=DELTA, alpha=0.05, procedures=["mahloujifar"],
+                     family="dpsgd")[0]
+    assert row["perfect"] == dpsgd == row["epsilon"]
+    assert "DP-SGD" in FDP_FAMILIES["dpsgd"].label and claim_prefix("dpsgd").startswith("if DP-SGD")
+    assert claim_prefix("dp") == "epsilon >="

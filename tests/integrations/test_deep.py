@@ -170,14 +170,16 @@ def test_the_proxy_trains_on_the_records_base_from_names(data, base_from):
 
 
 def test_the_cost_counts_every_training():
-    """audit_examples: games x repeats x trainings per audit (one per kind when separate) x
+    """audit_examples: games x repeats x trainings per audit (deep.trainings) x
     steps x batch x augmentations."""
     d = {"games": ["membership", "substitute"], "repeats": 3, "kinds": ["random", "gradient", "mislabeled"],
          "cases": {"scratch": {"steps": 5, "batch": 7, "augmentations": 2}, "finetune": {"steps": 11, "batch": 13}},
-         "separate": False}
+         "trainings": "together"}
     assert deep.audit_examples(d) == {"scratch": 2 * 3 * 5 * 7 * 2, "finetune": 2 * 3 * 11 * 13}
-    d["separate"] = True
+    d["trainings"] = "each"
     assert deep.audit_examples(d) == {"scratch": 3 * 2 * 3 * 5 * 7 * 2, "finetune": 3 * 2 * 3 * 11 * 13}
+    d["trainings"] = "white-box-apart"
+    assert deep.audit_examples(d) == {"scratch": 2 * 2 * 3 * 5 * 7 * 2, "finetune": 2 * 2 * 3 * 11 * 13}
 
 
 def test_optimised_canaries_are_made_with_fixed_threads_whatever_the_process_has(data, monkeypatch):
@@ -312,6 +314,46 @@ def test_one_kind_per_training(data):
     assert not np.array_equal(together.bits["random"], alone.bits["random"])  # another training's draw
     with pytest.raises(ParameterError, match="pairs"):
         deep.run_audit("scratch", "membership", 0, pairs={}, gradient_canaries=0, group="random", **common)
+
+
+def test_white_box_apart_trains_the_gradient_canaries_alone(data):
+    """deep.trainings: white-box-apart gives each audit two trainings: the input kinds together
+    without gradient canaries, and the gradient canaries alone, the very training the gradient
+    kind gets with one kind per training (same group, same seeds, same scores), whatever input
+    kinds the audit has. The input kinds' scores there are not those of a training that also
+    holds the gradient canaries."""
+    from subaudit.scenarios.deep import group_canaries, training_groups
+
+    kinds = ["random", "mislabeled", "gradient"]
+    assert training_groups(kinds, "together") == ["all"]
+    assert training_groups(kinds, "white-box-apart") == ["inputs", "gradient"]
+    assert training_groups(kinds, "each") == kinds
+    assert training_groups(["random"], "white-box-apart") == training_groups(["gradient"], "white-box-apart") == ["all"]
+    assert group_canaries("inputs", kinds) == (["random", "mislabeled"], False)
+    assert group_canaries("gradient", kinds) == ([], True)
+    assert group_canaries("all", kinds) == (["random", "mislabeled"], True)
+    assert group_canaries("mislabeled", kinds) == (["mislabeled"], False)
+
+    pairs = deep.make_canaries(data, ["random", "mislabeled"], 16, seed=3)
+    training = deep.Training(steps=3, batch=64, lr=1.0, momentum=0.0, noise_multiplier=1.0, clip=1.0)
+    common = dict(data=data, network="sample-convnet", training=training, init=None, scores=["loss"], seed=11)
+
+    def audit(group, all_kinds, trainings):
+        assert group in training_groups(all_kinds, trainings)
+        inputs, white = group_canaries(group, all_kinds)
+        return deep.run_audit("scratch", "substitute", 0, pairs={k: pairs[k] for k in inputs},
+                              gradient_canaries=64 if white else 0, group=group, **common)
+
+    apart = audit("gradient", kinds, "white-box-apart")
+    alone = audit("gradient", ["gradient"], "each")
+    assert set(apart.scores) == {"gradient"}
+    assert np.array_equal(apart.scores["gradient"]["update"], alone.scores["gradient"]["update"])
+    assert np.array_equal(apart.bits["gradient"], alone.bits["gradient"])
+    inputs = audit("inputs", kinds, "white-box-apart")
+    assert set(inputs.scores) == {"random", "mislabeled"}
+    together = audit("all", kinds, "together")
+    assert set(together.scores) == {"random", "mislabeled", "gradient"}
+    assert not np.array_equal(inputs.scores["random"]["loss"], together.scores["random"]["loss"])
 
 
 def test_a_diverged_training_fails_naming_its_setting(data):

@@ -227,7 +227,8 @@ def test_no_deep_preset_leaves_the_deep_phase_out_of_the_paper_preset():
 def test_paper_preset_lists_the_deep_network_audits(tmp_path):
     """presets/paper.yaml with gpu.yaml: WRN-16-4 on CIFAR-10, 2 cases x 2 games x 5 audits x 4
     kinds (one kind per training, as Table 2), one canary set, one pretraining, one figure (a
-    dry run of the whole workflow); deep.separate: false trains every kind together."""
+    dry run of the whole workflow); deep.trainings: together trains every kind together, and
+    white-box-apart the input kinds in one training and the gradient canaries in another."""
     import re
 
     out = paper_dry_run()
@@ -240,11 +241,17 @@ def test_paper_preset_lists_the_deep_network_audits(tmp_path):
                 assert f"results/deep/audits/{case}_{game}_{kind}_4.npz" in out
     assert "data/raw/cifar10/cifar-10-python.tar.gz" in out
     together = Path(tmp_path) / "together.yaml"
-    together.write_text("deep:\n  separate: false\n")
+    together.write_text("deep:\n  trainings: together\n")
     out = paper_dry_run(str(together))
     counts = dict(re.findall(r"^(deep_\w+)\s+(\d+)$", out, flags=re.M))
     assert counts["deep_audit"] == str(2 * 2 * 5)
     assert "results/deep/audits/scratch_membership_all_4.npz" in out
+    together.write_text("deep:\n  trainings: white-box-apart\n")
+    out = paper_dry_run(str(together))
+    counts = dict(re.findall(r"^(deep_\w+)\s+(\d+)$", out, flags=re.M))
+    assert counts["deep_audit"] == str(2 * 2 * 5 * 2)
+    for group in ("inputs", "gradient"):
+        assert f"results/deep/audits/finetune_substitute_{group}_4.npz" in out
 
 
 def test_the_workflow_drops_snakemakes_default_job_rate_limit(tmp_path):

@@ -3,6 +3,8 @@ changes its verdict (tables built by the same functions the workflow uses)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -195,3 +197,41 @@ def test_a_claim_without_its_figure_cannot_tell():
                        ev.natural, ev.ablations)
     out = {v.claim: v for v in judge_all(missing)}
     assert out[6].status == "cannot tell" and "figA5" in out[6].reason
+
+
+def test_a_figure_without_a_column_a_claim_reads_cannot_tell_and_names_it():
+    ev = evidence()
+    tables = {**ev.tables, "figA5": ev.tables["figA5"].drop(columns="ratio"),
+              "deep-one-run": ev.tables["deep-one-run"].drop(columns="score")}
+    out = {v.claim: v for v in judge_all(Evidence(tables, "auc", ev.natural, ev.ablations, ev.base))}
+    assert out[6].status == "cannot tell" and "figA5 lacks ratio" in out[6].reason
+    assert out[8].status == "cannot tell" and "deep-one-run lacks score" in out[8].reason
+    assert out[2].status == "supported"     # the others are judged as before
+
+
+def test_claim_8_without_optimised_canaries_says_so():
+    ev = evidence()
+    deep_table = ev.tables["deep-one-run"]
+    out = {v.claim: v for v in judge_all(Evidence({**ev.tables, "deep-one-run": deep_table[
+        deep_table["kind"] != "metagradient"]}, "auc", ev.natural, ev.ablations, ev.base))}
+    assert out[8].status == "cannot tell" and "metagradient" in out[8].reason
+
+
+def test_an_error_in_a_claims_own_code_fails_the_report(monkeypatch):
+    """A claim reading a column its figure does not have (a misspelt one) is a bug: the report
+    fails instead of printing CANNOT TELL; the figure itself has every column the claim declares."""
+    from subaudit.reporting.report import build
+
+    ev = evidence()
+    claim = CLAIMS[6]
+
+    def misspelt(e: Evidence):
+        return "supported", "", {"r": float(e.table("figA5")["ratoi"].max())}
+
+    monkeypatch.setitem(CLAIMS, 6, dataclasses.replace(claim, judge=misspelt))
+    assert claim.missing(ev) is None
+    with pytest.raises(KeyError, match="ratoi"):
+        judge_all(ev)
+    with pytest.raises(KeyError, match="ratoi"):
+        build(ev.tables, [], estimator="auc", natural=ev.natural, ablations=ev.ablations, base=ev.base, runs=200,
+              delta=1e-5, alpha=0.05, settings={})

@@ -3,8 +3,8 @@
 # test set; every input canary kind is made once (the metagradient kind optimised through a
 # proxy network's non-private training); a network is pretrained on the public images for the
 # fine-tuning case; then each audit is one DP training (Opacus, Poisson sampling at
-# batch / sizes.train whatever the secret bits) holding every kind's canaries, or one kind's
-# (deep.separate), per case, game and repeat.  The figure and the report's table are shaped
+# batch / sizes.train whatever the secret bits) holding every kind's canaries, the input kinds'
+# or the white-box ones', or one kind's (deep.trainings), per case, game and repeat.  The figure and the report's table are shaped
 # like Table 2 of the canary-optimisation paper.
 
 DEEP = config["deep"]
@@ -15,8 +15,9 @@ if DEEP["source"] is not None:  # null: no deep-network audits
     DEEP_SEED = S.seed(config["seed"], "deep", {})
     DEEP_ARCHIVE = f"data/raw/{DEEP['source']}/{SOURCES[DEEP['source']].filename}"
     DEEP_INPUT_KINDS = [k for k in DEEP["kinds"] if not DEEP_KINDS[k].white_box]
-    # the canaries of a training: every kind together ("all"), or one kind each (deep.separate)
-    DEEP_GROUPS = DEEP["kinds"] if DEEP["separate"] else ["all"]
+    # the canaries of a training (deep.trainings): every kind together ("all"), the input kinds
+    # ("inputs") apart from the white-box ones, or one kind each
+    DEEP_GROUPS = training_groups(DEEP["kinds"], DEEP["trainings"])
     DEEP_AUDIT_RESOURCES = {case: audit_job_resources(DEEP, case, NAT["device"], SOURCES[DEEP["source"]].shape)
                             for case in DEEP["cases"]}   # runtime and memory from the setting
     DEEP_AUDITS = expand("results/deep/audits/{case}_{game}_{group}_{repeat}.npz", case=list(DEEP["cases"]),
@@ -104,9 +105,8 @@ if DEEP["source"] is not None:  # null: no deep-network audits
             network=DEEP["network"],
             training=lambda wc: DEEP["cases"][wc.case],
             physical_batch=DEEP["physical_batch"],
-            kinds=lambda wc: [k for k in DEEP_INPUT_KINDS if wc.group in ("all", k)],
-            gradient_canaries=lambda wc: (DEEP["gradient_canaries"] if "gradient" in DEEP["kinds"]
-                                          and wc.group in ("all", "gradient") else 0),
+            kinds=lambda wc: group_canaries(wc.group, DEEP["kinds"])[0],
+            gradient_canaries=lambda wc: DEEP["gradient_canaries"] if group_canaries(wc.group, DEEP["kinds"])[1] else 0,
             scores=DEEP["scores"],
             device=NAT["device"],
             seed=DEEP_SEED,

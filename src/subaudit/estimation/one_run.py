@@ -63,6 +63,8 @@ __all__ = [
     "guesses_from_scores",
     "kary_guesses_from_scores",
     "magnitude_guesses_from_scores",
+    "one_run_falsifies",
+    "perfect_guess_limit",
     "steinke_epsilon",
     "steinke_p_value",
 ]
@@ -203,20 +205,24 @@ def steinke_epsilon(canaries: int, guesses: int, correct: int, delta: float, alp
 @dataclass(frozen=True)
 class FDPFamily:
     """A trade-off family a one-run f-DP audit can test: ``label``, printed beside its bounds
-    in tables and legends, and ``description``, what its bound claims."""
+    in tables and legends, ``description``, what its bound claims, and ``prefix``, how its
+    bound is introduced wherever it is printed (a family that assumes the mechanism says so)."""
 
     label: str
     description: str
+    prefix: str = "epsilon >="
 
 
 #: Trade-off families a one-run f-DP audit can test (``family=`` of :func:`fdp_epsilon`).  Only
-#: ``"dp"`` is valid for every mechanism.
+#: ``"dp"`` is valid for every mechanism; the others assume the mechanism's curve, and their
+#: label and prefix say which.
 FDP_FAMILIES: dict[str, FDPFamily] = {
     "dp": FDPFamily("(eps, delta)-DP", "(eps, delta)-DP curve f_{eps,delta}: valid for every mechanism"),
     "gdp": FDPFamily("mu-GDP test", "mu-GDP test (the Gaussian mechanism matched to (eps, delta)): valid only "
-                                    "for Gaussian mechanisms"),
-    "dpsgd": FDPFamily("DP-SGD curve", "DP-SGD's own curve at its q and steps (the noise multiplier searched): "
-                                       "valid for DP-SGD"),
+                                    "for Gaussian mechanisms", "mu-GDP test: epsilon >="),
+    "dpsgd": FDPFamily("DP-SGD curve (assumes DP-SGD at its q, T)",
+                       "DP-SGD's own curve at its q and steps (the noise multiplier searched): valid only if "
+                       "the training is DP-SGD at that q and T", "if DP-SGD at its q and T: epsilon >="),
 }
 
 
@@ -369,6 +375,30 @@ def fdp_epsilon(canaries: int, guesses: int, correct: int, delta: float, alpha: 
     return _largest_falsified(lambda eps: _fdp_margin(m, r, v, a, _claim_fbar_inv(name, eps, d), kk))
 
 
+def perfect_guess_limit(canaries: int, delta: float, alpha: float = 0.05, k: int = 2) -> float:
+    """The most any valid one-run test can show: the largest epsilon that guessing all
+    ``canaries`` ``k``-ary slots right falsifies at significance ``alpha``, against every
+    (eps, delta)-DP mechanism.
+
+    The most probable all-right outcome any such mechanism allows is
+    ``(1 - delta) (1 + (k - 1) e^-eps)^-m + delta`` (attained by one that reveals every slot
+    with probability delta and otherwise answers each by k-ary randomised response at eps),
+    so the limit solves ``(1 - delta) (1 + (k - 1) e^-eps)^-m + delta = alpha``:
+    ``ln(k - 1) - ln(expm1(ln((1 - delta) / (alpha - delta)) / m))``, about
+    ``ln(m / ln(1 / alpha)) + ln(k - 1)``: it grows by ln 10 per decade of m, with no ceiling at
+    ln(1 / delta). The f-DP test of one pre-set guess count attains it (:func:`fdp_epsilon` with
+    ``r = v = m``); a search over guess counts pays its correction, and Steinke et al.'s bound,
+    whose delta term grows as ``2 m delta``, peaks near m = 10^4 and falls after. 0 when
+    ``alpha <= delta`` leaves nothing to falsify."""
+    m = check_count(canaries, "canaries", 1)
+    d = _check_delta(delta, allow_zero=True)
+    a = check_probability(alpha, "alpha")
+    kk = check_count(k, "k", 2)
+    if a <= d:
+        return 0.0
+    return max(0.0, math.log(kk - 1) - math.log(math.expm1(math.log((1.0 - d) / (a - d)) / m)))
+
+
 #: Name -> estimator, for ``--method`` options.  Both take (canaries, guesses, correct, delta, alpha);
 #: ``"fdp"`` also takes ``k``.
 ONE_RUN_METHODS: dict[str, Callable[..., float]] = {
@@ -470,42 +500,16 @@ def default_guess_grid(canaries: int) -> list[int]:
     return sorted({max(1, min(m, round(f * m))) for f in fractions})
 
 
-def best_one_run_epsilon(
-    scores,
-    inserted,
-    delta: float,
-    alpha: float = 0.05,
-    method: str = "steinke",
-    k: int = 2,
-    *,
-    grid: Sequence[int] | None = None,
-    one_sided: bool = False,
-    bonferroni: bool = True,
-    rule: str = "top-bottom",
-    family: str = "dp",
-    mechanism: DPSGDCurve | None = None,
-) -> float:
-    """Largest one-run epsilon bound over a grid of guess counts, as in the papers' experiments.
-
-    For each ``r`` in ``grid`` (default :func:`default_guess_grid`) the guesses are chosen
-    from the scores (:func:`guesses_from_scores`, symmetric +/- split or ``one_sided``; for
-    ``k > 2``, ``scores`` is (m, k), ``inserted`` holds the true value indices and
-    :func:`kary_guesses_from_scores` is used) and the bound of ``method`` is computed.
-    ``rule="magnitude"`` guesses by sign where ``|score|`` is largest instead
-    (:func:`magnitude_guesses_from_scores`, for pair differences; ``k = 2`` only).
-
-    The guess count is chosen after seeing the data, so the maximum is a search over
-    ``len(grid)`` tests.  By default each test runs at ``alpha / len(grid)`` (Bonferroni), so
-    the reported bound holds at confidence ``1 - alpha``.  ``bonferroni=False`` uses
-    ``alpha`` for every test, like the papers' own experiments: it is not corrected for the
-    search and can overstate epsilon; use it for reproduction only.  ``family`` and
-    ``mechanism`` choose the curve the ``"fdp"`` method tests (:func:`fdp_epsilon`).
-    """
+def _one_run_tests(scores, inserted, alpha: float, method: str, k: int, *, grid: Sequence[int] | None,
+                   one_sided: bool, bonferroni: bool, rule: str, family: str,
+                   mechanism: DPSGDCurve | None) -> tuple[str, str, int, list[tuple[int, int, int, float]]]:
+    """What :func:`best_one_run_epsilon` and :func:`one_run_falsifies` both search: the method,
+    the family, k and one test ``(m, r, v, level)`` per guess count of ``grid``, each at
+    ``alpha / len(grid)`` (Bonferroni; ``alpha`` itself with ``bonferroni=False``)."""
     name = check_choice(method, "method", ONE_RUN_METHODS)
     fam = _check_family(family, mechanism)
     if name == "steinke" and fam != "dp":
         raise ParameterError("family", family, "dp (the Steinke et al. bound is for (eps, delta)-DP)")
-    d = _check_delta(delta, allow_zero=(name == "steinke"))
     a = check_probability(alpha, "alpha")
     kk = check_count(k, "k", 2)
     how = check_choice(rule, "rule", GUESS_RULES)
@@ -541,9 +545,77 @@ def best_one_run_epsilon(
         if not rs or rs[-1] > m:
             raise ParameterError("grid", grid, f"a non-empty set of integers in [1, {m}]")
     level = a / len(rs) if bonferroni else a
-    counts = [(r, count(r)[1]) for r in rs]
+    return name, fam, kk, [(m, r, count(r)[1], level) for r in rs]
+
+
+def best_one_run_epsilon(
+    scores,
+    inserted,
+    delta: float,
+    alpha: float = 0.05,
+    method: str = "steinke",
+    k: int = 2,
+    *,
+    grid: Sequence[int] | None = None,
+    one_sided: bool = False,
+    bonferroni: bool = True,
+    rule: str = "top-bottom",
+    family: str = "dp",
+    mechanism: DPSGDCurve | None = None,
+) -> float:
+    """Largest one-run epsilon bound over a grid of guess counts, as in the papers' experiments.
+
+    For each ``r`` in ``grid`` (default :func:`default_guess_grid`) the guesses are chosen
+    from the scores (:func:`guesses_from_scores`, symmetric +/- split or ``one_sided``; for
+    ``k > 2``, ``scores`` is (m, k), ``inserted`` holds the true value indices and
+    :func:`kary_guesses_from_scores` is used) and the bound of ``method`` is computed.
+    ``rule="magnitude"`` guesses by sign where ``|score|`` is largest instead
+    (:func:`magnitude_guesses_from_scores`, for pair differences; ``k = 2`` only).
+
+    The guess count is chosen after seeing the data, so the maximum is a search over
+    ``len(grid)`` tests.  By default each test runs at ``alpha / len(grid)`` (Bonferroni), so
+    the reported bound holds at confidence ``1 - alpha``.  ``bonferroni=False`` uses
+    ``alpha`` for every test, like the papers' own experiments: it is not corrected for the
+    search and can overstate epsilon; use it for reproduction only.  ``family`` and
+    ``mechanism`` choose the curve the ``"fdp"`` method tests (:func:`fdp_epsilon`).
+    """
+    name, fam, kk, tests = _one_run_tests(scores, inserted, alpha, method, k, grid=grid, one_sided=one_sided,
+                                          bonferroni=bonferroni, rule=rule, family=family, mechanism=mechanism)
+    d = _check_delta(delta, allow_zero=(name == "steinke"))
     if name == "steinke":
-        return max(steinke_epsilon(m, r, v, d, level) for r, v in counts)
+        return max(steinke_epsilon(m, r, v, d, level) for m, r, v, level in tests)
     if fam == "dpsgd":
-        return _dpsgd_epsilon([(m, r, v, level) for r, v in counts], d, kk, mechanism)
-    return max(fdp_epsilon(m, r, v, d, level, kk, family=fam) for r, v in counts)
+        return _dpsgd_epsilon(tests, d, kk, mechanism)
+    return max(fdp_epsilon(m, r, v, d, level, kk, family=fam) for m, r, v, level in tests)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _falsified(method: str, family: str, m: int, r: int, v: int, level: float, eps: float, delta: float,
+               k: int) -> bool:
+    """Whether one test ``(m, r, v)`` at ``level`` rejects the claim (eps, delta): exactly the
+    condition :func:`steinke_epsilon` and :func:`fdp_epsilon` search the largest eps of (memoised:
+    audits of one size share their counts)."""
+    if method == "steinke":
+        return level - _steinke_p(m, r, v, eps, delta) > 0
+    return _fdp_margin(m, r, v, level, _claim_fbar_inv(family, eps, delta), k) > 0
+
+
+def one_run_falsifies(scores, inserted, epsilon: float, delta: float, alpha: float = 0.05, method: str = "steinke",
+                      k: int = 2, *, grid: Sequence[int] | None = None, one_sided: bool = False,
+                      bonferroni: bool = True, rule: str = "top-bottom", family: str = "dp") -> bool:
+    """Whether the audit falsifies "the training is (``epsilon``, ``delta``)-DP" (for ``family``
+    ``"gdp"``: mu-GDP at that (eps, delta)) at confidence ``1 - alpha``: whether some guess
+    count's test of :func:`best_one_run_epsilon` rejects it, that is, whether that bound
+    exceeds ``epsilon`` (falsification is monotone in epsilon). One test per guess count instead
+    of a root search each, so a simulation can check thousands of audits against a mechanism's
+    true epsilon; arguments as :func:`best_one_run_epsilon` (family ``"dpsgd"`` claims a noise
+    multiplier, not an epsilon: not here)."""
+    if family == "dpsgd":
+        raise ParameterError("family", family, "dp or gdp (a DP-SGD claim is a noise multiplier)")
+    name, fam, kk, tests = _one_run_tests(scores, inserted, alpha, method, k, grid=grid, one_sided=one_sided,
+                                          bonferroni=bonferroni, rule=rule, family=family, mechanism=None)
+    d = _check_delta(delta, allow_zero=(name == "steinke"))
+    e = float(epsilon)
+    if not (math.isfinite(e) and e >= 0):
+        raise ParameterError("epsilon", epsilon, "a finite number >= 0")
+    return any(_falsified(name, fam, m, r, v, level, e, d, kk) for m, r, v, level in tests)

@@ -40,11 +40,12 @@ from typing import Any
 
 import numpy as np
 
-from subaudit.estimation.one_run import FDP_FAMILIES, DPSGDCurve, best_one_run_epsilon
+from subaudit.estimation.one_run import FDP_FAMILIES, DPSGDCurve, best_one_run_epsilon, one_run_falsifies
 from subaudit.validation import ParameterError, check_choice, check_count, check_probability
 
 __all__ = ["ADJACENCY", "GAMES", "PROCEDURES", "Procedure", "ScoreSet", "bound_rows", "family_of",
-           "least_canaries", "perfect_epsilon", "procedure_epsilon", "bound_label", "claim_prefix"]
+           "least_canaries", "perfect_epsilon", "procedure_epsilon", "procedure_falsifies", "bound_label",
+           "claim_prefix"]
 
 
 #: The games of a one-run audit and the adjacency each one's bits change.
@@ -87,8 +88,9 @@ def bound_label(family: str, bonferroni: bool = True) -> str:
 
 
 def claim_prefix(family: str) -> str:
-    """How a bound is introduced wherever it is printed: a mu-GDP test says so."""
-    return "mu-GDP test: epsilon >=" if family == "gdp" else "epsilon >="
+    """How a bound is introduced wherever it is printed: a family that assumes the mechanism
+    (a mu-GDP test, DP-SGD's own curve) says so."""
+    return FDP_FAMILIES[family].prefix
 
 
 def family_of(procedure: str, family: str) -> str:
@@ -134,29 +136,48 @@ def procedure_epsilon(procedure: str, scores, bits, delta: float, alpha: float =
                                 mechanism=_mechanism(fam, g, history), bonferroni=bonferroni)
 
 
+def procedure_falsifies(procedure: str, scores, bits, epsilon: float, delta: float, alpha: float = 0.05, *,
+                        game: str, family: str = "dp", bonferroni: bool = True) -> bool:
+    """Whether :func:`procedure_epsilon` of the same arguments exceeds ``epsilon``: whether the
+    audit falsifies "(``epsilon``, ``delta``)-DP" at confidence ``1 - alpha`` (one test per
+    guess count, no root search: what a simulation of thousands of audits checks against a
+    mechanism's true epsilon)."""
+    p = PROCEDURES[check_choice(procedure, "procedure", PROCEDURES)]
+    g = check_choice(game, "game", GAMES)
+    fam = family_of(procedure, family)
+    s, b = _check_pairs(scores, bits)
+    return one_run_falsifies(p.statistic[g](s), b, epsilon, delta, alpha, p.method, rule=p.rule, family=fam,
+                             bonferroni=bonferroni)
+
+
 @lru_cache(maxsize=256)
 def perfect_epsilon(procedure: str, canaries: int, delta: float, alpha: float = 0.05, *,
-                    family: str = "dp") -> float:
+                    family: str = "dp", game: str = "substitute",
+                    history: tuple[tuple[float, float, int], ...] | None = None) -> float:
     """The bound that guessing every bit right gives with ``canaries`` slots: the most an
-    audit of that size can ever report at confidence ``1 - alpha`` (for ``"dpsgd"``, the
-    (eps, delta) family's: the DP-SGD curve's depends on the training)."""
+    audit of that size can ever report at confidence ``1 - alpha`` by ``procedure`` testing
+    ``family``'s curve (for ``"dpsgd"``, DP-SGD's own curve at the q and steps of the training's
+    ``history``, under ``game``'s adjacency: a cap of its own, larger than the (eps, delta)
+    family's where DP-SGD's tail is thin)."""
     m = check_count(canaries, "canaries")
     fam = family_of(procedure, family)
     bits = np.arange(m) % 2
     perfect = np.stack([np.where(bits == 1, 1.0, -1.0), np.where(bits == 1, -1.0, 1.0)], axis=1)
-    return procedure_epsilon(procedure, perfect, bits, delta, alpha, game="substitute",
-                             family="dp" if fam == "dpsgd" else fam)
+    return procedure_epsilon(procedure, perfect, bits, delta, alpha, game=game, family=fam, history=history)
 
 
 def least_canaries(procedure: str, delta: float, alpha: float = 0.05, *, family: str = "dp",
                    limit: int = 4096) -> int:
     """The fewest canaries (up to ``limit``) whose perfect guesses give a positive bound.
 
-    With fewer an audit reports 0 at confidence ``1 - alpha`` whatever the training."""
+    With fewer an audit reports 0 at confidence ``1 - alpha`` whatever the training. For
+    ``"dpsgd"``, whose curve depends on the training, the (eps, delta) family's count: before
+    training there is no q and T to test."""
     check_choice(procedure, "procedure", PROCEDURES)
     a = check_probability(alpha, "alpha")
+    fam = "dp" if family == "dpsgd" else family
     for m in range(1, limit + 1):
-        if perfect_epsilon(procedure, m, delta, a, family=family) > 0.0:
+        if perfect_epsilon(procedure, m, delta, a, family=fam) > 0.0:
             return m
     raise ParameterError("alpha", alpha, f"a level that {limit} canaries can reach")
 
@@ -210,7 +231,8 @@ def bound_rows(sets: Sequence[ScoreSet], *, game: str, history: Sequence[Sequenc
                          "bonferroni": bool(bonferroni), "m": m,
                          "epsilon": procedure_epsilon(p, s.scores, s.bits, delta, alpha, game=game, family=fam,
                                                       history=segments, bonferroni=bonferroni),
-                         "perfect": perfect_epsilon(p, m, delta, alpha, family=fam),
+                         "perfect": perfect_epsilon(p, m, delta, alpha, family=fam, game=game,
+                                                    history=segments if fam == "dpsgd" else None),
                          "adjacency": adjacency, "reference": accountant[adjacency],
                          "eps_add_remove": accountant["add-remove"], "eps_substitute": accountant["substitute"],
                          "ceiling": ceiling if s.white_box else None})

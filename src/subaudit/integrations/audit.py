@@ -252,7 +252,9 @@ class OneRunAudit:
 
     def _check_enough(self, count: int, what: str) -> None:
         for p in self.procedures:
-            if perfect_epsilon(p, count, self.delta, self.alpha, family=self.family) <= 0.0:
+            # DP-SGD's own curve needs the training's q and T: before training, the (eps, delta) cap
+            family = "dp" if self.family == "dpsgd" else self.family
+            if perfect_epsilon(p, count, self.delta, self.alpha, family=family) <= 0.0:
                 need = least_canaries(p, self.delta, self.alpha, family=self.family)
                 raise ParameterError(what, count, f"at least {need} for a positive bound by {p} at confidence "
                                                   f"{1 - self.alpha:g} (fewer can only ever report 0)")

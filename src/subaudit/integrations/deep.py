@@ -39,7 +39,7 @@ from subaudit.devices import fixed_threads
 from subaudit.estimation.procedures import ScoreSet, bound_rows
 from subaudit.integrations.audit import OneRunAudit
 from subaudit.integrations.networks import build
-from subaudit.scenarios.deep import CASES, DEEP_KINDS, PROXY_RECORDS, Pairs, make_pairs
+from subaudit.scenarios.deep import CASES, DEEP_KINDS, PROXY_RECORDS, Pairs, make_pairs, training_groups
 from subaudit.seeding import derive_seed
 from subaudit.validation import Diverged, ParameterError, check_choice, check_count
 
@@ -311,8 +311,9 @@ def run_audit(case: str, game: str, repeat: int, *, data: DeepData, pairs: Mappi
     """One audit: one DP training of ``network`` holding the canaries of ``pairs`` (its input
     kinds) and ``gradient_canaries`` white-box ones; their scores and secret bits kind by kind
     (bounds: :func:`audit_rows`, so that a change of delta, alpha or procedure retrains nothing).
-    ``group`` names the training's canaries ("all": every kind together; else the one kind it
-    holds, as Table 2 trains them) and enters its seeds, so each group's trainings are its own."""
+    ``group`` names the training's canaries (:func:`subaudit.scenarios.deep.training_groups`:
+    "all", every kind together; "inputs", the input kinds; else the one kind it holds, as
+    Table 2 trains them) and enters its seeds, so each group's trainings are its own."""
     check_choice(case, "case", CASES)
     if (case == "finetune") != (init is not None):
         raise ParameterError("init", "given" if init is not None else None,
@@ -442,10 +443,9 @@ def training_rate(network: str, *, classes: int, channels: int, side: int, batch
 
 def audit_examples(deep_params: Mapping[str, Any]) -> dict[str, int]:
     """Examples the DP trainings of a ``deep`` configuration process, per case (all its
-    audits: games x repeats x trainings per audit (one per kind with ``separate``), each
-    steps x batch x augmentations in expectation: every augmented view is a forward and
-    backward pass)."""
-    groups = len(deep_params["kinds"]) if deep_params["separate"] else 1
+    audits: games x repeats x trainings per audit (``deep.trainings``), each steps x batch x
+    augmentations in expectation: every augmented view is a forward and backward pass)."""
+    groups = len(training_groups(deep_params["kinds"], deep_params["trainings"]))
     audits = len(deep_params["games"]) * int(deep_params["repeats"]) * groups
     return {case: audits * int(c["steps"]) * int(c["batch"]) * int(c.get("augmentations", 1))
             for case, c in deep_params["cases"].items()}

@@ -241,7 +241,8 @@ def _check_deep(params: Mapping[str, Any], source: str) -> None:
               "gradient_canaries": deep["gradient_canaries"] if "gradient" in deep["kinds"] else None}
     for key, count in counts.items():
         for p in deep["procedures"] if count else ():
-            if perfect_epsilon(p, count, params["delta"], params["alpha"], family=deep["family"]) <= 0:
+            family = "dp" if deep["family"] == "dpsgd" else deep["family"]  # dpsgd's cap needs q and T
+            if perfect_epsilon(p, count, params["delta"], params["alpha"], family=family) <= 0:
                 raise _invalid(source, f"deep.{key}", count,
                                f"enough for a positive bound by {p} at confidence {1 - params['alpha']:g}")
 

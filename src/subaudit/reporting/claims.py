@@ -14,8 +14,12 @@ when the 95% t interval (n - 1 degrees of freedom) of the repeats' mean bound en
 not above cannot tell.  Two audits (scenarios, knob values) are compared by the Welch t
 interval of the difference of their repeats' means; with one repeat on either side, that
 comparison cannot tell.  Accountant values are exact (no margin).  Adding a claim is a
-function here and its entry in :data:`CLAIMS`, with a test that changes its numbers and its
-verdict.
+function here and its entry in :data:`CLAIMS` (with the columns it reads from each figure),
+with a test that changes its numbers and its verdict.
+
+A claim whose figures are not in the run, or lack a column it reads, cannot tell, and says
+which; the columns are checked before its function runs, so any error inside the function
+(a misspelt column included) is a bug that fails the report, never a verdict.
 """
 
 from __future__ import annotations
@@ -81,14 +85,27 @@ class Verdict:
 
 @dataclass(frozen=True)
 class Claim:
-    """A claim of the paper, the rule that judges it, and the function applying the rule."""
+    """A claim of the paper, the rule that judges it, the function applying the rule, the
+    paper's figures it is about, and ``reads``: the figures of a run it reads, each with the
+    columns it reads there (any of them the run has)."""
 
     number: int
     text: str
     rule: str
     judge: Callable[[Evidence], tuple[str, str, dict[str, float]]]
     figures: tuple[str, ...]
+    reads: Callable[[Evidence], Mapping[str, tuple[str, ...]]]
     beyond: bool = False
+
+    def missing(self, evidence: Evidence) -> str | None:
+        """Why this run cannot judge the claim (none of its figures; a column one lacks), or None."""
+        reads = self.reads(evidence)
+        present = [f for f in reads if f in evidence.tables]
+        if not present:
+            return "not in this run: no figure " + " or ".join(reads or self.figures)
+        gaps = [f"{f} lacks {', '.join(c for c in reads[f] if c not in evidence.tables[f].columns)}"
+                for f in present if not set(reads[f]) <= set(evidence.tables[f].columns)]
+        return "not in this run: " + "; ".join(gaps) if gaps else None
 
 
 def _t(level: float, df: float) -> float:
@@ -221,7 +238,7 @@ def _group(ev: Evidence) -> tuple[str, str, dict[str, float]]:
 
 
 def _natural(ev: Evidence) -> tuple[str, str, dict[str, float]]:
-    figs = [f for f, scratch in ev.natural.items() if not scratch]
+    figs = [f for f, scratch in ev.natural.items() if not scratch and f in ev.tables]
     if not figs:
         return "cannot tell", "no fine-tuned experiment in this run", {}
     statuses, parts, numbers = [], [], {}
@@ -251,7 +268,7 @@ def _natural(ev: Evidence) -> tuple[str, str, dict[str, float]]:
 
 
 def _scratch(ev: Evidence) -> tuple[str, str, dict[str, float]]:
-    figs = [f for f, scratch in ev.natural.items() if scratch]
+    figs = [f for f, scratch in ev.natural.items() if scratch and f in ev.tables]
     if not figs:
         return "cannot tell", "no experiment trained from scratch in this run", {}
     statuses, parts, numbers = [], [], {}
@@ -384,7 +401,8 @@ def _optimised(ev: Evidence) -> tuple[str, str, dict[str, float]]:
     per = t.pivot_table(index=["case", "game", "repeat"], columns="kind", values="epsilon", aggfunc="mean")
     baselines = [b for b in BASELINES if b in per]
     if OPTIMISED not in per or not baselines:
-        raise KeyError("deep-one-run holds no metagradient and baseline audits")
+        return "cannot tell", f"not in this run: deep-one-run holds no {OPTIMISED} audits beside " \
+                              f"{' or '.join(BASELINES)} ones", {}
     numbers: dict[str, float] = {"audits": float(len(per)), f"{OPTIMISED}_mean": float(per[OPTIMISED].mean())}
     parts, above, below = [], [], []
     for b in baselines:
@@ -411,56 +429,77 @@ def _combine(statuses: Sequence[str]) -> str:
     return "cannot tell"
 
 
+#: Columns the claims read: an audit figure's final audits (:func:`final_audits`, with the
+#: panel's own knob), the S1 figure's, and the deep-network audits'.
+_AUDITS = ("step", "series", "scenario", "estimator", "epsilon", "q", "sigma", *SPREAD)
+_S1 = ("q", "target_epsilon", "series", "estimator", "epsilon", *SPREAD)
+_DEEP = ("case", "game", "repeat", "kind", "score", "procedure", "family", "epsilon")
+
+
+def _fixed(**columns: tuple[str, ...]) -> Callable[[Evidence], Mapping[str, tuple[str, ...]]]:
+    return lambda ev: {name.replace("_", "-"): c for name, c in columns.items()}
+
+
+def _natural_reads(scratch: bool) -> Callable[[Evidence], Mapping[str, tuple[str, ...]]]:
+    return lambda ev: {f: _AUDITS for f, s in ev.natural.items() if s == scratch}
+
+
+def _knob_reads(ev: Evidence) -> Mapping[str, tuple[str, ...]]:
+    out = dict(list(_natural_reads(False)(ev).items())[:1])
+    out.update({name: (*_AUDITS, knob) for knob, name in ev.ablations.items() if knob in ("clip", "steps", "lr")})
+    return out
+
 #: The paper's claims, numbered as the report lists them.
 CLAIMS: dict[int, Claim] = {c.number: c for c in (
     Claim(1, "S1 audits exceed eps_AR and track eps_S", (
         "at the largest q, every target's audit (its repeats pooled, a valid bound) is above "
         "eps_AR, the audit rises with the target at every q and reaches at least half of eps_S; "
         "refuted if every audit at the largest q is below eps_AR (95% t interval of the repeats' "
-        "mean under it)"), _s1, ("fig2",)),
+        "mean under it)"), _s1, ("fig2",), _fixed(fig2=_S1)),
     Claim(2, "eps_S by the substitute accountant is tighter than by group privacy", (
         "eps_S(group privacy, Theorem 4.1) > eps_S(accountant) in every (q, target) cell; "
-        "accountant values, no margin"), _group, ("fig2",)),
+        "accountant values, no margin"), _group, ("fig2",),
+        _fixed(fig2=("q", "target_epsilon", "series", "epsilon"))),
     Claim(3, "natural-data canaries exceed eps_AR at large q, S2 the tightest", (
         "in every fine-tuned experiment at its largest q and final step, S2's pooled bound is above "
         "eps_AR and no lower than those of S3-S5; refuted if S2 is below eps_AR (95% t interval of "
         "its repeats' mean under it) or another scenario's repeats beat S2's (Welch 95% t interval "
-        "of the difference above 0)"), _natural, ("fig3", "figA6")),
+        "of the difference above 0)"), _natural, ("fig3", "figA6"), _natural_reads(False)),
     Claim(4, "input-space canaries do not exceed eps_AR when training from scratch, while S2 "
              "still tracks eps_S", (
         "in every from-scratch experiment at the final step, no S3-S5 audit's pooled bound is "
         "above eps_AR at any q and S2's is above eps_AR at the largest q; refuted if an input "
-        "canary's pooled bound is above eps_AR"), _scratch, ("fig4",)),
+        "canary's pooled bound is above eps_AR"), _scratch, ("fig4",), _natural_reads(True)),
     Claim(5, "input-space canaries weaken as q falls, as C grows, as T grows at fixed q, and "
              "with the learning rate (Figs A2-A4)", (
         "for S3-S5 at the final step, the repeats' mean audit at the strong end (largest q, "
         "smallest C, smallest T, the base learning rate) minus that at the weak end (smallest q, "
         "largest C, largest T, the best other learning rate) has its Welch 95% t interval above 0 "
         "in most comparisons and below 0 in none; refuted if most are below"), _weakens,
-        ("fig3", "figA2", "figA3", "figA4")),
+        ("fig3", "figA2", "figA3", "figA4"), _knob_reads),
     Claim(6, "eps_S / eps_AR passes 2 at large q and small sigma at fixed delta", (
         "the ratio at the largest q and smallest sigma of the grid is above 2 and above the "
         "ratio at the smallest q and largest sigma; refuted if no cell is above 2"), _ratio,
-        ("figA5",)),
+        ("figA5",), _fixed(figA5=("q", "sigma", "ratio"))),
     Claim(7, "canaries do not cost utility (Fig A1)", (
         "at the final step, test accuracy with the canary is not lower than without it by more "
-        "than both 2 combined s.e. over runs and 1 percentage point"), _utility, ("figA1",)),
+        "than both 2 combined s.e. over runs and 1 percentage point"), _utility,
+        ("figA1",), _fixed(figA1=("step", "scenario", "world", "accuracy", "se"))),
     Claim(8, "optimised canaries give higher one-run bounds than random and mislabeled ones", (
         "in the deep-network audits (input kinds scored by their loss), the metagradient bound minus "
         "the random one, and minus the mislabeled one, of the same training (averaged over the "
         "procedures) has its 95% t interval over the audits (independent trainings, every case and "
         "game) above 0 for both baselines; refuted if below 0 for either"),
-        _optimised, ("deep-one-run",), beyond=True),
+        _optimised, ("deep-one-run",), _fixed(deep_one_run=_DEEP), beyond=True),
 )}
 
 
 def judge_all(evidence: Evidence) -> list[Verdict]:
-    """Every claim's verdict; a claim whose figure is not in this run cannot tell."""
+    """Every claim's verdict. A claim whose figures are not in this run, or lack a column it
+    reads, cannot tell (and says which); any error of a claim's own code propagates."""
     out = []
     for claim in CLAIMS.values():
-        try:
-            status, reason, numbers = claim.judge(evidence)
-        except KeyError as err:
-            status, reason, numbers = "cannot tell", f"not in this run: {err.args[0]}", {}
+        gap = claim.missing(evidence)
+        status, reason, numbers = ("cannot tell", gap, {}) if gap else claim.judge(evidence)
         out.append(Verdict(claim.number, status, reason, numbers))
     return out

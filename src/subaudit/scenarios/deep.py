@@ -38,8 +38,8 @@ from subaudit.validation import ParameterError, check_choice, check_count
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["CASES", "DEEP_KINDS", "NETWORK_COSTS", "NETWORK_NAMES", "PROXY_RECORDS", "SCORES", "DeepKind",
-           "NetworkCost", "Pairs", "audit_job_resources", "make_pairs"]
+__all__ = ["CASES", "DEEP_KINDS", "NETWORK_COSTS", "NETWORK_NAMES", "PROXY_RECORDS", "SCORES", "TRAININGS", "DeepKind",
+           "NetworkCost", "Pairs", "audit_job_resources", "group_canaries", "make_pairs", "training_groups"]
 
 #: Black-box scores of a canary record under the released model (higher: more likely
 #: inserted): ``"loss"`` is minus its final cross-entropy; ``"loss-drop"`` its loss at
@@ -199,6 +199,47 @@ DEEP_KINDS: dict[str, DeepKind] = {k.name: k for k in (
              "mislabeled records optimised through a proxy network's non-private training", optimised=True),
     DeepKind("gradient", "gradient (white-box)", None, "Dirac canaries +-C e_j inside the DP step"),
 )}
+
+
+#: How an audit's canary kinds share its DP trainings (params.yaml ``deep.trainings``):
+#: ``together``, every kind in each training (the kinds compared on the same trainings);
+#: ``white-box-apart``, the input kinds together and the white-box gradient canaries in a
+#: training of their own (their Dirac updates on thousands of coordinates cost the network
+#: accuracy, which would weaken the input kinds beside them); ``each``, one kind per training
+#: (Table 2 of the canary-optimisation paper).
+TRAININGS: dict[str, str] = {
+    "together": "every kind in each training",
+    "white-box-apart": "the input kinds in one training, the white-box gradient canaries in another",
+    "each": "one kind per training (as Table 2)",
+}
+#: The group of a training holding every kind, and of one holding every input kind.
+ALL, INPUTS = "all", "inputs"
+
+
+def training_groups(kinds: list[str] | tuple[str, ...], trainings: str) -> list[str]:
+    """The trainings of one audit, by group name: ``all`` (every kind; also when only one side,
+    input or white-box, is audited under ``white-box-apart``), ``inputs`` and the white-box
+    kinds' own names, or each kind's name."""
+    how = check_choice(trainings, "deep.trainings", TRAININGS)
+    if how == "each":
+        return list(kinds)
+    white = [k for k in kinds if DEEP_KINDS[k].white_box]
+    if how == "together" or not white or len(white) == len(kinds):
+        return [ALL]
+    return [INPUTS, *white]
+
+
+def group_canaries(group: str, kinds: list[str] | tuple[str, ...]) -> tuple[list[str], bool]:
+    """The input kinds a training of ``group`` holds and whether it holds the white-box gradient
+    canaries."""
+    inputs = [k for k in kinds if not DEEP_KINDS[k].white_box]
+    white = any(DEEP_KINDS[k].white_box for k in kinds)
+    if group == ALL:
+        return inputs, white
+    if group == INPUTS:
+        return inputs, False
+    entry = DEEP_KINDS[check_choice(group, "group", DEEP_KINDS)]
+    return ([] if entry.white_box else [group]), entry.white_box
 
 
 def make_pairs(kind: str, pool_x: torch.Tensor, pool_y: torch.Tensor, count: int, *, classes: int, seed: int,
