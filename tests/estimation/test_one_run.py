@@ -307,14 +307,14 @@ def test_guesses_from_scores_hand_example():
 
 
 def test_kary_guesses_from_scores_hand_example():
-    scores = np.array([[0.9, 0.0, 0.1],   # guess 0, conf 0.9, truth 0: right
-                       [0.2, 0.3, 0.1],   # guess 1, conf 0.3, truth 2: wrong
-                       [0.0, 0.1, 0.8],   # guess 2, conf 0.8, truth 1: wrong
-                       [0.5, 0.6, 0.0]])  # guess 1, conf 0.6, truth 1: right
+    scores = np.array([[0.9, 0.0, 0.1],   # guess 0, margin 0.8, truth 0: right
+                       [0.2, 0.3, 0.1],   # guess 1, margin 0.1, truth 2: wrong
+                       [0.0, 0.1, 0.8],   # guess 2, margin 0.7, truth 1: wrong
+                       [0.5, 0.6, 0.0]])  # guess 1, margin 0.1, truth 1: right (a high top score, a close second)
     truth = np.array([0, 2, 1, 1])
     assert kary_guesses_from_scores(scores, truth, 1) == (1, 1)
     assert kary_guesses_from_scores(scores, truth, 2) == (2, 1)
-    assert kary_guesses_from_scores(scores, truth, 3) == (3, 2)
+    assert kary_guesses_from_scores(scores, truth, 3) == (3, 1)   # the tie at 0.1 by index: row 1
     assert kary_guesses_from_scores(scores, truth, 4) == (4, 2)
 
 

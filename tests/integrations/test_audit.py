@@ -11,6 +11,7 @@ from scipy import stats
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
+from subaudit.estimation.procedures import perfect_epsilon
 from subaudit.integrations.audit import AuditError, OneRunAudit, draw_bits
 from subaudit.validation import ParameterError
 
@@ -156,6 +157,50 @@ def test_gradient_canaries_match_the_binomial_sign_accuracy():
     assert report.reference == report.accountant["substitute"] > report.accountant["add-remove"]
     for row in report.rows:
         assert row["canaries"] == "gradient" and 0 < row["epsilon"] <= row["ceiling"] <= report.reference
+
+
+def test_kary_gradient_slots_match_the_binomial_code_accuracy():
+    """k-ary slots of width w = 2 (k = 4): slot i adds s_i C / sqrt(w) on its w untouched
+    coordinates when its one draw K_i ~ Binomial(T, q) says so, so its guess (the value whose sign
+    vector the update projects on most: the signs of its coordinates) is right with probability
+    sum_k Binom(k; T, q) Phi(k / (sqrt(w) sigma sqrt(T)))^w; the scores are the projections; the
+    report's rows are the f-DP procedure's k-ary bound under its own cap."""
+    from subaudit.integrations.audit import hypercube_codes
+
+    zero, steps, sigma, n, batch, w = 1000, 40, 1.5, 400, 80, 2
+    m = 2 * zero // w
+    audit = OneRunAudit(game="substitute", seed=5, gradient_canaries=m, gradient_width=w)
+    assert audit.gradient_bits.max() == 2 ** w - 1 and audit.gradient_score == "update, k = 4"
+    model, opt, loader, engine = _linear_training(audit, n=n, zero=zero, steps=steps, batch=batch, sigma=sigma, lr=0.5)
+    canaries = audit.attach(opt, loader, coordinates=_untouched(zero))
+    assert canaries.scale == pytest.approx(1.0 / np.sqrt(w))
+    step = 0
+    while step < steps:
+        for xb, yb in loader:
+            if step == steps:
+                break
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(xb), yb).backward()
+            opt.step()
+            step += 1
+    scores = audit.gradient_scores(opt)
+    assert scores.shape == (m, 2 ** w)
+    u = (canaries.initial - canaries.flat(opt.params)).numpy().reshape(m, w)
+    assert np.allclose(scores, u @ hypercube_codes(w).T)
+    right = np.mean(np.argmax(scores, axis=1) == audit.gradient_bits)
+    k = np.arange(steps + 1)
+    q = batch / n
+    predicted = float(np.sum(stats.binom.pmf(k, steps, q) * stats.norm.cdf(k / (np.sqrt(w) * sigma * np.sqrt(steps)))
+                             ** w))
+    se = np.sqrt(predicted * (1 - predicted) / m)
+    assert abs(right - predicted) < 4 * se, (right, predicted)
+    report = audit.finish(model, data_loader=loader, privacy_engine=engine, optimizer=opt)
+    assert [r["procedure"] for r in report.rows] == ["mahloujifar"]   # Steinke's bound is for bits
+    row = report.rows[0]
+    assert row["score"] == "update, k = 4" and 0 < row["epsilon"] < row["perfect"]
+    assert row["perfect"] > perfect_epsilon("mahloujifar", m, 1e-5)   # k-ary slots raise the cap
+    with pytest.raises(ParameterError, match="gradient_width"):
+        OneRunAudit(game="membership", seed=5, gradient_canaries=m, gradient_width=2)
 
 
 def test_bad_use_is_named():

@@ -64,6 +64,10 @@ def test_shipped_params_and_presets_validate(repo_root):
         (lambda p: p["natural"]["experiments"]["tabular"].__setitem__("hidden", [64, 32]),
          "natural.experiments.tabular.hidden = [64, 32] is invalid; allowed: [] or one hidden layer"),
         (lambda p: p["deep"].__setitem__("physical_batch", 0), "deep.physical_batch = 0 is invalid"),
+        (lambda p: p["deep"].__setitem__("gradient_width", 17), "deep.gradient_width = 17"),
+        (lambda p: p["deep"].__setitem__("trainings", "paired"), "deep.trainings = 'paired'"),
+        (lambda p: p["deep"].__setitem__("gradient_width", 4),
+         "deep.gradient_canaries = 10000 is invalid; allowed: at most 6502 slots of deep.gradient_width = 4"),
         (lambda p: p["deep"]["metagradient"].__setitem__("network", "resnet-18"),
          "deep.metagradient.network = 'resnet-18' is invalid; allowed: one of cnn, resnet-9"),
         (lambda p: p["deep"]["metagradient"].__setitem__("base_from", "test"),
@@ -246,8 +250,9 @@ def test_paper_preset_lists_the_deep_network_audits(tmp_path):
     counts = dict(re.findall(r"^(deep_\w+)\s+(\d+)$", out, flags=re.M))
     assert counts["deep_audit"] == str(2 * 2 * 5)
     assert "results/deep/audits/scratch_membership_all_4.npz" in out
-    together.write_text("deep:\n  trainings: white-box-apart\n")
-    out = paper_dry_run(str(together))
+    apart = Path(tmp_path) / "apart.yaml"   # another path: paper_dry_run is cached by its arguments
+    apart.write_text("deep:\n  trainings: white-box-apart\n")
+    out = paper_dry_run(str(apart))
     counts = dict(re.findall(r"^(deep_\w+)\s+(\d+)$", out, flags=re.M))
     assert counts["deep_audit"] == str(2 * 2 * 5 * 2)
     for group in ("inputs", "gradient"):

@@ -107,6 +107,7 @@ if DEEP["source"] is not None:  # null: no deep-network audits
             physical_batch=DEEP["physical_batch"],
             kinds=lambda wc: group_canaries(wc.group, DEEP["kinds"])[0],
             gradient_canaries=lambda wc: DEEP["gradient_canaries"] if group_canaries(wc.group, DEEP["kinds"])[1] else 0,
+            gradient_width=lambda wc: DEEP["gradient_width"] if wc.game == "substitute" else 1,
             scores=DEEP["scores"],
             device=NAT["device"],
             seed=DEEP_SEED,

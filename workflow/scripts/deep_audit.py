@@ -17,7 +17,8 @@ pairs = {kind: made for kind, made in load_canaries(inp.canaries).items() if kin
 training = Training(**p.training, physical_batch=p.physical_batch)
 audit = run_audit(wc.case, wc.game, int(wc.repeat), data=data, pairs=pairs, network=p.network,
                   training=training, gradient_canaries=p.gradient_canaries, init=init,
-                  scores=p.scores, seed=p.seed, group=wc.group, device=str(resolve_device(p.device)), progress=True)
+                  scores=p.scores, seed=p.seed, group=wc.group, gradient_width=p.gradient_width,
+                  device=str(resolve_device(p.device)), progress=True)
 # Seconds stay in the log and the benchmark file, never in versioned results.
 examples = audit.info["examples"]
 log.info("%s %s %s %s: %d examples in %.1f s (%.0f examples/s with Opacus), test accuracy %.4f, history %s",

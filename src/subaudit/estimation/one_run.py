@@ -476,7 +476,9 @@ def kary_guesses_from_scores(scores, truth, guesses: int) -> tuple[int, int]:
 
     ``scores`` has shape (m, k) (score of value j for canary i), ``truth`` the true value
     index per canary; the auditor guesses ``argmax_j scores[i, j]`` on the ``guesses``
-    canaries with the largest top score and abstains on the rest (ties by index).
+    canaries whose top score beats their runner-up by the most (the margin: a canary whose
+    best two values score alike is a coin flip between them, however high both score) and
+    abstains on the rest (ties by index).
     """
     s = np.asarray(scores, dtype=float)
     if s.ndim != 2 or s.shape[0] == 0 or s.shape[1] < 2 or not np.all(np.isfinite(s)):
@@ -489,7 +491,8 @@ def kary_guesses_from_scores(scores, truth, guesses: int) -> tuple[int, int]:
     if r > m:
         raise ParameterError("guesses", guesses, f"an integer in [0, {m}] (the number of canaries)")
     guess = np.argmax(s, axis=1)
-    order = np.argsort(-s.max(axis=1), kind="stable")[:r]
+    top2 = np.sort(s, axis=1)[:, -2:]
+    order = np.argsort(-(top2[:, 1] - top2[:, 0]), kind="stable")[:r]
     return r, int(np.count_nonzero(guess[order] == t[order]))
 
 

@@ -64,6 +64,12 @@ class Procedure:
     method: str
     citation: str
 
+    @property
+    def kary(self) -> bool:
+        """Whether it bounds k-ary slots (substitute slots hiding one of k values): the f-DP
+        reconstruction bound does; Steinke et al.'s is for membership bits."""
+        return self.method == "fdp"
+
 
 def _first(scores: np.ndarray) -> np.ndarray:
     return scores[:, 0]
@@ -110,6 +116,27 @@ def _check_pairs(scores, bits) -> tuple[np.ndarray, np.ndarray]:
     return s, b.astype(bool)
 
 
+def _test_input(p: Procedure, game: str, scores, bits) -> tuple[np.ndarray, np.ndarray, int, str]:
+    """What the procedure's estimator reads: (statistic, truth, k, guess rule). Pair scores (m, 2)
+    give the procedure's statistic of ``game`` and the bits; value scores (m, k), k > 2, of
+    k-ary substitute slots give themselves and the values (0 .. k - 1), guessed by the top
+    value (f-DP procedures only)."""
+    s = np.asarray(scores, dtype=float)
+    if s.ndim == 2 and s.shape[1] > 2:
+        if not p.kary:
+            raise ParameterError("scores", f"<array of shape {s.shape}>", f"(m, 2) pair scores for {p.name} "
+                                 "(k-ary value scores: " + ", ".join(q for q, e in PROCEDURES.items() if e.kary) + ")")
+        if game != "substitute":
+            raise ParameterError("scores", f"<array of shape {s.shape}>", "(m, 2) pair scores in the membership game")
+        k = s.shape[1]
+        b = np.asarray(bits)
+        if b.shape != (s.shape[0],) or not np.issubdtype(b.dtype, np.integer) or np.any((b < 0) | (b >= k)):
+            raise ParameterError("bits", f"<array of shape {b.shape}>", f"{s.shape[0]} values in [0, {k})")
+        return s, b, k, "top-bottom"
+    s, b = _check_pairs(scores, bits)
+    return p.statistic[game](s), b, 2, p.rule
+
+
 def _mechanism(family: str, game: str, history: Sequence[Sequence[float]] | None) -> DPSGDCurve | None:
     """The DP-SGD curve the ``"dpsgd"`` family tests: the training's one (sigma, q, steps) setting."""
     if family != "dpsgd":
@@ -124,15 +151,16 @@ def procedure_epsilon(procedure: str, scores, bits, delta: float, alpha: float =
                       family: str = "dp", history: Sequence[Sequence[float]] | None = None,
                       bonferroni: bool = True) -> float:
     """Lower bound on epsilon at confidence ``1 - alpha`` from the pair scores ``(m, 2)`` of
-    ``game`` and the secret bits ``(m,)`` (1: ``z_i`` was inserted), by ``procedure``; an f-DP
+    ``game`` and the secret bits ``(m,)`` (1: ``z_i`` was inserted), or from the value scores
+    ``(m, k)`` of k-ary substitute slots and their values, by ``procedure``; an f-DP
     procedure tests the curve of ``family`` (``"dpsgd"``: the training's ``history`` of one
     (sigma, q, steps)).  ``bonferroni=False`` is the papers' uncorrected best guess count:
     not valid, for reproduction only."""
     p = PROCEDURES[check_choice(procedure, "procedure", PROCEDURES)]
     g = check_choice(game, "game", GAMES)
     fam = family_of(procedure, family)
-    s, b = _check_pairs(scores, bits)
-    return best_one_run_epsilon(p.statistic[g](s), b, delta, alpha, p.method, rule=p.rule, family=fam,
+    stat, truth, k, rule = _test_input(p, g, scores, bits)
+    return best_one_run_epsilon(stat, truth, delta, alpha, p.method, k, rule=rule, family=fam,
                                 mechanism=_mechanism(fam, g, history), bonferroni=bonferroni)
 
 
@@ -145,22 +173,27 @@ def procedure_falsifies(procedure: str, scores, bits, epsilon: float, delta: flo
     p = PROCEDURES[check_choice(procedure, "procedure", PROCEDURES)]
     g = check_choice(game, "game", GAMES)
     fam = family_of(procedure, family)
-    s, b = _check_pairs(scores, bits)
-    return one_run_falsifies(p.statistic[g](s), b, epsilon, delta, alpha, p.method, rule=p.rule, family=fam,
+    stat, truth, k, rule = _test_input(p, g, scores, bits)
+    return one_run_falsifies(stat, truth, epsilon, delta, alpha, p.method, k, rule=rule, family=fam,
                              bonferroni=bonferroni)
 
 
 @lru_cache(maxsize=256)
 def perfect_epsilon(procedure: str, canaries: int, delta: float, alpha: float = 0.05, *,
                     family: str = "dp", game: str = "substitute",
-                    history: tuple[tuple[float, float, int], ...] | None = None) -> float:
+                    history: tuple[tuple[float, float, int], ...] | None = None, k: int = 2) -> float:
     """The bound that guessing every bit right gives with ``canaries`` slots: the most an
     audit of that size can ever report at confidence ``1 - alpha`` by ``procedure`` testing
     ``family``'s curve (for ``"dpsgd"``, DP-SGD's own curve at the q and steps of the training's
     ``history``, under ``game``'s adjacency: a cap of its own, larger than the (eps, delta)
-    family's where DP-SGD's tail is thin)."""
+    family's where DP-SGD's tail is thin); ``k > 2``: k-ary substitute slots."""
     m = check_count(canaries, "canaries")
     fam = family_of(procedure, family)
+    kk = check_count(k, "k", 2)
+    if kk > 2:
+        values = np.arange(m) % kk
+        return procedure_epsilon(procedure, np.eye(kk)[values], values, delta, alpha, game=game, family=fam,
+                                 history=history)
     bits = np.arange(m) % 2
     perfect = np.stack([np.where(bits == 1, 1.0, -1.0), np.where(bits == 1, -1.0, 1.0)], axis=1)
     return procedure_epsilon(procedure, perfect, bits, delta, alpha, game=game, family=fam, history=history)
@@ -225,14 +258,17 @@ def bound_rows(sets: Sequence[ScoreSet], *, game: str, history: Sequence[Sequenc
     rows = []
     for s in sets:
         m = int(np.size(s.bits))
+        k = int(np.shape(s.scores)[1])
         for p in procedures:
+            if k > 2 and not PROCEDURES[p].kary:
+                continue  # k-ary slots: the f-DP procedures only
             fam = family_of(p, family)
             rows.append({"canaries": s.canaries, "score": s.score, "procedure": p, "family": fam,
                          "bonferroni": bool(bonferroni), "m": m,
                          "epsilon": procedure_epsilon(p, s.scores, s.bits, delta, alpha, game=game, family=fam,
                                                       history=segments, bonferroni=bonferroni),
                          "perfect": perfect_epsilon(p, m, delta, alpha, family=fam, game=game,
-                                                    history=segments if fam == "dpsgd" else None),
+                                                    history=segments if fam == "dpsgd" else None, k=k),
                          "adjacency": adjacency, "reference": accountant[adjacency],
                          "eps_add_remove": accountant["add-remove"], "eps_substitute": accountant["substitute"],
                          "ceiling": ceiling if s.white_box else None})

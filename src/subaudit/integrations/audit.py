@@ -69,7 +69,7 @@ from subaudit.seeding import derive_seed
 from subaudit.validation import ParameterError, check_choice, check_count, check_probability, check_sampling_rate
 
 __all__ = ["AuditError", "AuditReport", "CanaryDataset", "GradientCanaries",
-           "OneRunAudit", "draw_bits"]
+           "OneRunAudit", "draw_bits", "hypercube_codes"]
 
 
 
@@ -77,11 +77,21 @@ class AuditError(RuntimeError):
     """The audit was used in a way that would void its guarantee."""
 
 
-def draw_bits(seed: int, slots: int, what: str = "input") -> np.ndarray:
-    """The secret fair bits (``0``/``1``, int64) of ``slots`` canary slots, from the audit's
-    seed alone (``what`` separates the input and gradient canaries' bits)."""
+def draw_bits(seed: int, slots: int, what: str = "input", values: int = 2) -> np.ndarray:
+    """The secret uniform values (``0 .. values - 1``, int64; fair bits by default) of ``slots``
+    canary slots, from the audit's seed alone (``what`` separates the input and gradient
+    canaries' draws)."""
     rng = np.random.default_rng(derive_seed(seed, "one-run-game", what))
-    return rng.integers(0, 2, size=check_count(slots, "slots"))
+    return rng.integers(0, check_count(values, "values", 2), size=check_count(slots, "slots"))
+
+
+def hypercube_codes(width: int) -> np.ndarray:
+    """The ``2 ** width`` sign vectors of a k-ary gradient slot, (k, width) in {-1, +1}: value
+    j's coordinate i is + where bit i of j is 1 (width 1: value 0 is -1, value 1 is +1, the
+    binary slot's -C e_j and +C e_j)."""
+    w = check_count(width, "gradient_width")
+    j = np.arange(2 ** w)[:, None]
+    return np.where((j >> np.arange(w)[None, :]) & 1, 1.0, -1.0)
 
 
 def _label(record: Any, where: str) -> int:
@@ -143,14 +153,17 @@ class CanaryDataset(torch.utils.data.Dataset):
 
 @dataclass
 class GradientCanaries:
-    """Dirac canaries on ``coordinates`` (flat indices over the optimiser's parameters):
-    what :meth:`OneRunAudit.attach` installs in a DP optimiser."""
+    """Gradient canaries on ``coordinates`` (flat indices over the optimiser's parameters), each
+    coordinate in slot ``slots[i]`` with sign ``signs[i]``; a drawn slot adds ``signs * scale`` on
+    its coordinates (``scale``: the clip bound C over the square root of the slot's width, so
+    every canary has norm C): what :meth:`OneRunAudit.attach` installs in a DP optimiser."""
 
     coordinates: np.ndarray
     signs: np.ndarray
     sample_rate: float
-    clip: float
+    scale: float
     seed: int
+    slots: np.ndarray
     initial: torch.Tensor = field(init=False)
     draws: int = field(default=0, init=False)
 
@@ -219,10 +232,15 @@ class OneRunAudit:
     ``family`` is the trade-off curve the f-DP procedures test
     (:data:`subaudit.estimation.one_run.FDP_FAMILIES`): ``"dp"``, valid for every mechanism,
     by default; ``"gdp"`` is a test of "the mechanism is mu-GDP", reported as such.
+    ``gradient_width`` (substitute game only) makes each gradient slot k-ary: it spans that many
+    coordinates and hides one of ``k = 2 ** gradient_width`` canary updates, the sign vectors
+    (:func:`hypercube_codes`) scaled to norm C; the guess names which (a k-ary one-run audit:
+    the f-DP procedures only), so ``gradient_canaries`` slots take ``gradient_canaries x
+    gradient_width`` coordinates.
     """
 
     def __init__(self, canaries: Sequence[tuple[Any, Any]] = (), *, game: str, seed: int,
-                 gradient_canaries: int = 0, delta: float = 1e-5, alpha: float = 0.05,
+                 gradient_canaries: int = 0, gradient_width: int = 1, delta: float = 1e-5, alpha: float = 0.05,
                  procedures: Sequence[str] = tuple(PROCEDURES), family: str = "dp") -> None:
         self.game = check_choice(game, "game", GAMES)
         self.seed = int(seed)
@@ -237,24 +255,32 @@ class OneRunAudit:
             raise ParameterError("canaries", "<pairs>", "a sequence of (record, twin) pairs")
         _check_records(self.pairs)
         self.gradient_count = check_count(gradient_canaries, "gradient_canaries", 0)
+        self.gradient_width = check_count(gradient_width, "gradient_width", 1)
+        if self.gradient_width > 1 and self.game != "substitute":
+            raise ParameterError("gradient_width", gradient_width, "1 in the membership game (a canary there is in "
+                                                                   "or out: k-ary slots are substitute slots)")
+        if self.gradient_width > 16:
+            raise ParameterError("gradient_width", gradient_width, "at most 16 (2 ** 16 values a slot)")
         for count, what in ((len(self.pairs), "canaries"), (self.gradient_count, "gradient_canaries")):
             if count:
-                self._check_enough(count, what)
+                self._check_enough(count, what, 2 ** self.gradient_width if what == "gradient_canaries" else 2)
         if not self.pairs and not self.gradient_count:
             raise ParameterError("canaries", 0, "some canary pairs or gradient_canaries > 0")
         self.bits = draw_bits(self.seed, len(self.pairs), "input") if self.pairs else np.zeros(0, np.int64)
-        self.gradient_bits = (draw_bits(self.seed, self.gradient_count, "gradient") if self.gradient_count
-                              else np.zeros(0, np.int64))
+        self.gradient_bits = (draw_bits(self.seed, self.gradient_count, "gradient", 2 ** self.gradient_width)
+                              if self.gradient_count else np.zeros(0, np.int64))
         self._dataset: CanaryDataset | None = None
         self._loader: Any = None  # the Poisson loader make_private built (its rate ignores the bits)
         self._initial: np.ndarray | None = None
         self._gradient: GradientCanaries | None = None
 
-    def _check_enough(self, count: int, what: str) -> None:
+    def _check_enough(self, count: int, what: str, k: int = 2) -> None:
         for p in self.procedures:
+            if k > 2 and not PROCEDURES[p].kary:
+                continue  # no bound of its own for k-ary slots
             # DP-SGD's own curve needs the training's q and T: before training, the (eps, delta) cap
             family = "dp" if self.family == "dpsgd" else self.family
-            if perfect_epsilon(p, count, self.delta, self.alpha, family=family) <= 0.0:
+            if perfect_epsilon(p, count, self.delta, self.alpha, family=family, k=k) <= 0.0:
                 need = least_canaries(p, self.delta, self.alpha, family=self.family)
                 raise ParameterError(what, count, f"at least {need} for a positive bound by {p} at confidence "
                                                   f"{1 - self.alpha:g} (fewer can only ever report 0)")
@@ -373,32 +399,37 @@ class OneRunAudit:
             raise AuditError("attach() needs the DPOptimizer that make_private returned")
         self._check_loader(data_loader)
         total = sum(p.numel() for p in optimizer.params)
-        m = self.gradient_count
-        if m > total:
-            raise ParameterError("gradient_canaries", m, f"at most the {total} parameters of the model (one canary "
-                                                         "a coordinate)")
+        m, w = self.gradient_count, self.gradient_width
+        if m * w > total:
+            raise ParameterError("gradient_canaries", m, f"at most the {total} parameters of the model over "
+                                                         f"gradient_width {w} (a canary's coordinates are its own)")
         if coordinates is None:
             rng = np.random.default_rng(derive_seed(self.seed, "gradient-coordinates"))
-            coords = np.sort(rng.choice(total, size=m, replace=False))
+            coords = np.sort(rng.choice(total, size=m * w, replace=False))
         else:
             coords = np.asarray(coordinates, dtype=np.int64)
-            if coords.shape != (m,) or len(set(coords.tolist())) != m or coords.min() < 0 or coords.max() >= total:
-                raise ParameterError("coordinates", "<indices>", f"{m} distinct flat indices in [0, {total})")
-        signs = self.gradient_bits.astype(np.float64)
-        if self.game == "substitute":
-            signs = 2.0 * signs - 1.0
-        canaries = GradientCanaries(coords, signs, float(data_loader.sample_rate), float(optimizer.max_grad_norm),
-                                    derive_seed(self.seed, "gradient-draws"))
+            if coords.shape != (m * w,) or len(set(coords.tolist())) != m * w or coords.min() < 0 \
+                    or coords.max() >= total:
+                raise ParameterError("coordinates", "<indices>", f"{m * w} distinct flat indices in [0, {total})")
+        if w == 1:
+            signs = self.gradient_bits.astype(np.float64)
+            if self.game == "substitute":
+                signs = 2.0 * signs - 1.0
+        else:  # slot i holds coordinates i w .. i w + w - 1 of coords, with its value's sign vector
+            signs = hypercube_codes(w)[self.gradient_bits].reshape(-1)
+        canaries = GradientCanaries(coords, signs, float(data_loader.sample_rate),
+                                    float(optimizer.max_grad_norm) / float(np.sqrt(w)),
+                                    derive_seed(self.seed, "gradient-draws"), np.repeat(np.arange(m), w))
         canaries.initial = canaries.flat(optimizer.params)
         rng = np.random.default_rng(canaries.seed)
         located = canaries.locate(optimizer.params)
         original = optimizer.add_noise
 
         def add_noise() -> None:  # the clipped sum is complete here, the noise not yet added
-            drawn = rng.random(m) < canaries.sample_rate
+            drawn = rng.random(m) < canaries.sample_rate   # one draw a slot: its canary is one record
             canaries.draws += 1
             for p, local, which in located:
-                add = torch.from_numpy(canaries.signs[which] * drawn[which] * canaries.clip)
+                add = torch.from_numpy(canaries.signs[which] * drawn[canaries.slots[which]] * canaries.scale)
                 flat = p.summed_grad.view(-1)
                 flat.index_add_(0, torch.from_numpy(local).to(flat.device), add.to(flat.dtype).to(flat.device))
             original()
@@ -438,12 +469,21 @@ class OneRunAudit:
         return self._initial - final
 
     def gradient_scores(self, optimizer: DPOptimizer) -> np.ndarray:
-        """White-box scores (m, 2): each canary coordinate's total descent (initial minus final
-        value; larger when ``+C e_j`` was drawn), and its negation for the twin ``-C e_j``."""
+        """White-box scores: each canary coordinate's total descent (initial minus final value;
+        larger when ``+C e_j`` was drawn), (m, 2) with its negation for the twin ``-C e_j``; for
+        k-ary slots (``gradient_width > 1``), (m, k): the descent of each slot's coordinates
+        projected on each value's sign vector."""
         if self._gradient is None:
             raise AuditError("no gradient canaries attached: call audit.attach(optimizer, data_loader)")
         u = (self._gradient.initial - self._gradient.flat(optimizer.params)).numpy()
-        return np.stack([u, -u], axis=1)
+        if self.gradient_width == 1:
+            return np.stack([u, -u], axis=1)
+        return u.reshape(self.gradient_count, self.gradient_width) @ hypercube_codes(self.gradient_width).T
+
+    @property
+    def gradient_score(self) -> str:
+        """The gradient canaries' score name: ``update``, or ``update, k = K`` for k-ary slots."""
+        return "update" if self.gradient_width == 1 else f"update, k = {2 ** self.gradient_width}"
 
     def _check_loader(self, data_loader: Any) -> None:
         if not is_poisson(data_loader):
@@ -489,7 +529,8 @@ class OneRunAudit:
         if self.gradient_count:
             if optimizer is None:
                 raise AuditError("gradient canaries are scored from the optimiser: finish(..., optimizer=...)")
-            sets.append(ScoreSet("gradient", "update", self.gradient_scores(optimizer), self.gradient_bits, True))
+            sets.append(ScoreSet("gradient", self.gradient_score, self.gradient_scores(optimizer), self.gradient_bits,
+                                 True))
         if not sets:
             raise AuditError(f"nothing to score: score={tuple(score)!r} names no score of the input canaries "
                              f"(allowed: {', '.join(SCORES)}; loss-drop needs audit.start(model)) and there "

@@ -306,14 +306,17 @@ def train_private(model: torch.nn.Module, audit: OneRunAudit, base: TensorDatase
 
 def run_audit(case: str, game: str, repeat: int, *, data: DeepData, pairs: Mapping[str, Pairs], network: str,
               training: Training, gradient_canaries: int, init: Mapping[str, torch.Tensor] | None,
-              scores: Sequence[str], seed: int, group: str = "all", device: str = "cpu",
+              scores: Sequence[str], seed: int, group: str = "all", gradient_width: int = 1, device: str = "cpu",
               progress: bool = False) -> DeepAudit:
     """One audit: one DP training of ``network`` holding the canaries of ``pairs`` (its input
     kinds) and ``gradient_canaries`` white-box ones; their scores and secret bits kind by kind
     (bounds: :func:`audit_rows`, so that a change of delta, alpha or procedure retrains nothing).
     ``group`` names the training's canaries (:func:`subaudit.scenarios.deep.training_groups`:
     "all", every kind together; "inputs", the input kinds; else the one kind it holds, as
-    Table 2 trains them) and enters its seeds, so each group's trainings are its own."""
+    Table 2 trains them) and enters its seeds, so each group's trainings are its own.
+    ``gradient_width`` > 1 makes the substitute game's gradient slots k-ary (``k = 2 **
+    gradient_width`` values, :class:`~subaudit.integrations.audit.OneRunAudit`); the membership
+    game's stay binary."""
     check_choice(case, "case", CASES)
     if (case == "finetune") != (init is not None):
         raise ParameterError("init", "given" if init is not None else None,
@@ -330,7 +333,8 @@ def run_audit(case: str, game: str, repeat: int, *, data: DeepData, pairs: Mappi
     records = [((pairs[k].x[i, 0], pairs[k].y[i, 0]), (pairs[k].x[i, 1], pairs[k].y[i, 1]))
                for k in kinds for i in range(pairs[k].count)]
     audit = OneRunAudit(records, game=game, seed=derive_seed(seed, "deep-game", *key),
-                        gradient_canaries=gradient_canaries)
+                        gradient_canaries=gradient_canaries,
+                        gradient_width=gradient_width if game == "substitute" else 1)
     start = time.perf_counter()
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(derive_seed(seed, "deep-train", *key))
@@ -354,7 +358,7 @@ def run_audit(case: str, game: str, repeat: int, *, data: DeepData, pairs: Mappi
         kept_scores[k] = {s: by_score[s][offset:offset + m] for s in scores}
         offset += m
     if gradient_canaries:
-        kept_scores["gradient"] = {"update": audit.gradient_scores(optimizer)}
+        kept_scores["gradient"] = {audit.gradient_score: audit.gradient_scores(optimizer)}
         kept_bits["gradient"] = audit.gradient_bits
     for k, by in kept_scores.items():
         for s, values in by.items():

@@ -207,7 +207,7 @@ def _check_deep(params: Mapping[str, Any], source: str) -> None:
     from subaudit.data import SOURCES
     from subaudit.estimation.procedures import GAMES, PROCEDURES, perfect_epsilon
     from subaudit.scenarios.canary_optimisation import PROXY_NETWORKS
-    from subaudit.scenarios.deep import CASES, DEEP_KINDS, NETWORK_NAMES, PROXY_RECORDS, SCORES
+    from subaudit.scenarios.deep import CASES, DEEP_KINDS, NETWORK_COSTS, NETWORK_NAMES, PROXY_RECORDS, SCORES
 
     deep = params["deep"]
     if deep["source"] is None:
@@ -232,6 +232,11 @@ def _check_deep(params: Mapping[str, Any], source: str) -> None:
         raise _invalid(source, "deep.metagradient.base", meta["base"],
                        f"at most deep.sizes.{meta['base_from']} = {deep['sizes'][meta['base_from']]} "
                        f"(the records deep.metagradient.base_from names)")
+    parameters = NETWORK_COSTS[deep["network"]].parameters
+    if "gradient" in deep["kinds"] and deep["gradient_canaries"] * deep["gradient_width"] > parameters:
+        raise _invalid(source, "deep.gradient_canaries", deep["gradient_canaries"],
+                       f"at most {parameters // deep['gradient_width']} slots of deep.gradient_width = "
+                       f"{deep['gradient_width']} coordinates ({deep['network']} has {parameters} parameters)")
     inputs = [k for k in deep["kinds"] if not DEEP_KINDS[k].white_box]
     need = 2 * deep["canaries"] * len(inputs)
     if need > deep["sizes"]["pool"]:
