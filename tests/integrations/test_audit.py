@@ -117,6 +117,19 @@ def test_sampling_ignores_the_bits(game):
     assert (len(plain) == 1) == (game == "substitute")  # int(N q) with N = n + inserted: the bits show
 
 
+def _train(model, opt, loader, steps: int) -> None:
+    """``steps`` Poisson batches of the loader, one optimiser step each."""
+    step = 0
+    while step < steps:
+        for xb, yb in loader:
+            if step == steps:
+                break
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(xb), yb).backward()
+            opt.step()
+            step += 1
+
+
 def _untouched(zero: int) -> np.ndarray:
     """Flat indices of nn.Linear(4 + zero, 2)'s weights on the always-zero features."""
     cols = np.arange(4, 4 + zero)
@@ -134,15 +147,7 @@ def test_gradient_canaries_match_the_binomial_sign_accuracy():
     canaries = audit.attach(opt, loader, coordinates=_untouched(zero))
     q = canaries.sample_rate
     assert q == batch / n
-    step = 0
-    while step < steps:
-        for xb, yb in loader:
-            if step == steps:
-                break
-            opt.zero_grad()
-            nn.functional.cross_entropy(model(xb), yb).backward()
-            opt.step()
-            step += 1
+    _train(model, opt, loader, steps)
     assert canaries.draws == steps
     scores = audit.gradient_scores(opt)
     assert np.array_equal(scores[:, 1], -scores[:, 0])
@@ -170,19 +175,11 @@ def test_kary_gradient_slots_match_the_binomial_code_accuracy():
     zero, steps, sigma, n, batch, w = 1000, 40, 1.5, 400, 80, 2
     m = 2 * zero // w
     audit = OneRunAudit(game="substitute", seed=5, gradient_canaries=m, gradient_width=w)
-    assert audit.gradient_bits.max() == 2 ** w - 1 and audit.gradient_score == "update, k = 4"
+    assert audit.gradient_bits.max() == 2 ** w - 1 and audit.gradient_score() == "update, k = 4"
     model, opt, loader, engine = _linear_training(audit, n=n, zero=zero, steps=steps, batch=batch, sigma=sigma, lr=0.5)
     canaries = audit.attach(opt, loader, coordinates=_untouched(zero))
     assert canaries.scale == pytest.approx(1.0 / np.sqrt(w))
-    step = 0
-    while step < steps:
-        for xb, yb in loader:
-            if step == steps:
-                break
-            opt.zero_grad()
-            nn.functional.cross_entropy(model(xb), yb).backward()
-            opt.step()
-            step += 1
+    _train(model, opt, loader, steps)
     scores = audit.gradient_scores(opt)
     assert scores.shape == (m, 2 ** w)
     u = (canaries.initial - canaries.flat(opt.params)).numpy().reshape(m, w)
@@ -201,6 +198,40 @@ def test_kary_gradient_slots_match_the_binomial_code_accuracy():
     assert row["perfect"] > perfect_epsilon("mahloujifar", m, 1e-5)   # k-ary slots raise the cap
     with pytest.raises(ParameterError, match="gradient_width"):
         OneRunAudit(game="membership", seed=5, gradient_canaries=m, gradient_width=2)
+
+
+def test_the_residual_score_is_the_canaries_own_channel_at_full_batch():
+    """score "residual": the sum over steps of the released noisy gradient sum minus the records'
+    clipped sum, at every canary coordinate: at q = 1 each slot's is s_i C T + N(0, T sigma^2 C^2)
+    exactly, whatever the records do there (on coordinates the records move, unlike the final
+    update), so its sign is right with probability Phi(sqrt(T) / sigma); it leaves the training
+    and the update score as they were."""
+    from subaudit.integrations.audit import GRADIENT_SCORES
+
+    assert GRADIENT_SCORES == ("update", "residual")
+    steps, sigma, n = 4, 1.5, 400
+    m = 2 * 4   # every weight of nn.Linear(4, 2): coordinates the records move
+    audit = OneRunAudit(game="substitute", seed=9, gradient_canaries=m)
+    model, opt, loader, engine = _linear_training(audit, n=n, zero=0, steps=steps, batch=n, sigma=sigma, lr=0.5)
+    canaries = audit.attach(opt, loader, coordinates=np.arange(m))
+    _train(model, opt, loader, steps)
+    assert canaries.sample_rate == 1.0
+    residual = audit.gradient_scores(opt, "residual")[:, 0]
+    noise = residual - (2 * audit.gradient_bits - 1) * steps   # C = 1, every slot drawn every step
+    update = audit.gradient_scores(opt, "update")[:, 0]
+    assert np.abs(noise).max() < 8 * sigma * np.sqrt(steps) and np.std(noise) > 0.3 * sigma * np.sqrt(steps)
+    assert not np.allclose(update / update[0], residual / residual[0])   # the records move these weights
+    # many slots: the sign accuracy is the Gaussian channel's
+    zero, m = 1000, 2000
+    audit = OneRunAudit(game="substitute", seed=9, gradient_canaries=m)
+    model, opt, loader, engine = _linear_training(audit, n=n, zero=zero, steps=steps, batch=n, sigma=sigma, lr=0.5)
+    audit.attach(opt, loader)
+    _train(model, opt, loader, steps)
+    right = np.mean((audit.gradient_scores(opt, "residual")[:, 0] > 0) == (audit.gradient_bits == 1))
+    predicted = stats.norm.cdf(np.sqrt(steps) / sigma)
+    assert abs(right - predicted) < 4 * np.sqrt(predicted * (1 - predicted) / m), (right, predicted)
+    with pytest.raises(ParameterError, match="score"):
+        audit.gradient_scores(opt, "gradient")
 
 
 def test_bad_use_is_named():

@@ -107,7 +107,9 @@ if DEEP["source"] is not None:  # null: no deep-network audits
             physical_batch=DEEP["physical_batch"],
             kinds=lambda wc: group_canaries(wc.group, DEEP["kinds"])[0],
             gradient_canaries=lambda wc: DEEP["gradient_canaries"] if group_canaries(wc.group, DEEP["kinds"])[1] else 0,
-            gradient_width=lambda wc: DEEP["gradient_width"] if wc.game == "substitute" else 1,
+            gradient_width=lambda wc: (DEEP["gradient_width"] if wc.game == "substitute"
+                                       and group_canaries(wc.group, DEEP["kinds"])[1] else 1),
+            gradient_scores=lambda wc: DEEP["gradient_scores"] if group_canaries(wc.group, DEEP["kinds"])[1] else [],
             scores=DEEP["scores"],
             device=NAT["device"],
             seed=DEEP_SEED,

@@ -18,6 +18,7 @@ training = Training(**p.training, physical_batch=p.physical_batch)
 audit = run_audit(wc.case, wc.game, int(wc.repeat), data=data, pairs=pairs, network=p.network,
                   training=training, gradient_canaries=p.gradient_canaries, init=init,
                   scores=p.scores, seed=p.seed, group=wc.group, gradient_width=p.gradient_width,
+                  gradient_scores=p.gradient_scores,
                   device=str(resolve_device(p.device)), progress=True)
 # Seconds stay in the log and the benchmark file, never in versioned results.
 examples = audit.info["examples"]

@@ -68,9 +68,20 @@ from subaudit.scenarios.deep import SCORES
 from subaudit.seeding import derive_seed
 from subaudit.validation import ParameterError, check_choice, check_count, check_probability, check_sampling_rate
 
-__all__ = ["AuditError", "AuditReport", "CanaryDataset", "GradientCanaries",
+__all__ = ["AuditError", "AuditReport", "CanaryDataset", "GRADIENT_SCORES", "GradientCanaries",
            "OneRunAudit", "draw_bits", "hypercube_codes"]
 
+
+
+#: White-box scores of gradient canaries (:meth:`OneRunAudit.gradient_scores`). ``update`` reads
+#: the released model only. ``residual`` reads every step's released noisy gradient sum minus the
+#: records' clipped sum, which an adversary who knows the other records and sees every iterate
+#: can compute when every record is in every step (full batch, q = 1): then it is the canaries'
+#: own Gaussian channel, free of the training's drift. At q < 1 the records' sum depends on a
+#: sampling the adversary does not see; the residual is then the channel the accountant's
+#: worst case bounds (its bound is still below eps of the training), not what the released
+#: iterates show.
+GRADIENT_SCORES: tuple[str, ...] = ("update", "residual")
 
 
 class AuditError(RuntimeError):
@@ -166,6 +177,9 @@ class GradientCanaries:
     slots: np.ndarray
     initial: torch.Tensor = field(init=False)
     draws: int = field(default=0, init=False)
+    #: The sum over steps of the released noisy gradient sum minus the records' clipped sum at
+    #: each canary coordinate: the canaries' own channel (their draws plus the noise).
+    residual: torch.Tensor = field(init=False)
 
     def locate(self, params: Sequence[torch.Tensor]) -> list[tuple[torch.Tensor, np.ndarray, np.ndarray]]:
         """(parameter, local flat indices, canary indices) for each parameter holding canaries."""
@@ -421,18 +435,25 @@ class OneRunAudit:
                                     float(optimizer.max_grad_norm) / float(np.sqrt(w)),
                                     derive_seed(self.seed, "gradient-draws"), np.repeat(np.arange(m), w))
         canaries.initial = canaries.flat(optimizer.params)
+        canaries.residual = torch.zeros(coords.size, dtype=torch.float64)
         rng = np.random.default_rng(canaries.seed)
-        located = canaries.locate(optimizer.params)
+        located = [(p, which, torch.from_numpy(local).to(p.device), torch.from_numpy(which))
+                   for p, local, which in canaries.locate(optimizer.params)]
         original = optimizer.add_noise
 
         def add_noise() -> None:  # the clipped sum is complete here, the noise not yet added
             drawn = rng.random(m) < canaries.sample_rate   # one draw a slot: its canary is one record
             canaries.draws += 1
-            for p, local, which in located:
+            records = []
+            for p, which, at, _ in located:
                 add = torch.from_numpy(canaries.signs[which] * drawn[canaries.slots[which]] * canaries.scale)
                 flat = p.summed_grad.view(-1)
-                flat.index_add_(0, torch.from_numpy(local).to(flat.device), add.to(flat.dtype).to(flat.device))
+                records.append(flat[at].double().cpu())
+                flat.index_add_(0, at, add.to(flat.dtype).to(flat.device))
             original()
+            for (p, _, at, into), before in zip(located, records):  # the released sum, minus the records'
+                released = p.grad.detach().reshape(-1)[at].double().cpu()
+                canaries.residual.index_add_(0, into, released - before)
 
         optimizer.add_noise = add_noise
         self._gradient = canaries
@@ -468,22 +489,26 @@ class OneRunAudit:
             raise AuditError("score 'loss-drop' needs audit.start(model) before training")
         return self._initial - final
 
-    def gradient_scores(self, optimizer: DPOptimizer) -> np.ndarray:
-        """White-box scores: each canary coordinate's total descent (initial minus final value;
-        larger when ``+C e_j`` was drawn), (m, 2) with its negation for the twin ``-C e_j``; for
-        k-ary slots (``gradient_width > 1``), (m, k): the descent of each slot's coordinates
+    def gradient_scores(self, optimizer: DPOptimizer, score: str = "update") -> np.ndarray:
+        """White-box scores, :data:`GRADIENT_SCORES`: ``update``, each canary coordinate's total
+        descent (initial minus final value; larger when ``+C e_j`` was drawn), or ``residual``,
+        the sum over steps of the released noisy gradient sum minus the records' clipped sum there
+        (the canaries' draws and the noise alone); (m, 2) with its negation for the twin
+        ``-C e_j``; for k-ary slots (``gradient_width > 1``), (m, k): each slot's coordinates
         projected on each value's sign vector."""
         if self._gradient is None:
             raise AuditError("no gradient canaries attached: call audit.attach(optimizer, data_loader)")
-        u = (self._gradient.initial - self._gradient.flat(optimizer.params)).numpy()
+        if check_choice(score, "score", GRADIENT_SCORES) == "residual":
+            u = self._gradient.residual.numpy().copy()
+        else:
+            u = (self._gradient.initial - self._gradient.flat(optimizer.params)).numpy()
         if self.gradient_width == 1:
             return np.stack([u, -u], axis=1)
         return u.reshape(self.gradient_count, self.gradient_width) @ hypercube_codes(self.gradient_width).T
 
-    @property
-    def gradient_score(self) -> str:
-        """The gradient canaries' score name: ``update``, or ``update, k = K`` for k-ary slots."""
-        return "update" if self.gradient_width == 1 else f"update, k = {2 ** self.gradient_width}"
+    def gradient_score(self, score: str = "update") -> str:
+        """A gradient score's name in tables: ``score``, with ``, k = K`` for k-ary slots."""
+        return score if self.gradient_width == 1 else f"{score}, k = {2 ** self.gradient_width}"
 
     def _check_loader(self, data_loader: Any) -> None:
         if not is_poisson(data_loader):
@@ -529,8 +554,8 @@ class OneRunAudit:
         if self.gradient_count:
             if optimizer is None:
                 raise AuditError("gradient canaries are scored from the optimiser: finish(..., optimizer=...)")
-            sets.append(ScoreSet("gradient", self.gradient_score, self.gradient_scores(optimizer), self.gradient_bits,
-                                 True))
+            sets.append(ScoreSet("gradient", self.gradient_score(), self.gradient_scores(optimizer),
+                                 self.gradient_bits, True))
         if not sets:
             raise AuditError(f"nothing to score: score={tuple(score)!r} names no score of the input canaries "
                              f"(allowed: {', '.join(SCORES)}; loss-drop needs audit.start(model)) and there "

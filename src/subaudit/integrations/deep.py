@@ -306,8 +306,8 @@ def train_private(model: torch.nn.Module, audit: OneRunAudit, base: TensorDatase
 
 def run_audit(case: str, game: str, repeat: int, *, data: DeepData, pairs: Mapping[str, Pairs], network: str,
               training: Training, gradient_canaries: int, init: Mapping[str, torch.Tensor] | None,
-              scores: Sequence[str], seed: int, group: str = "all", gradient_width: int = 1, device: str = "cpu",
-              progress: bool = False) -> DeepAudit:
+              scores: Sequence[str], seed: int, group: str = "all", gradient_width: int = 1,
+              gradient_scores: Sequence[str] = ("update",), device: str = "cpu", progress: bool = False) -> DeepAudit:
     """One audit: one DP training of ``network`` holding the canaries of ``pairs`` (its input
     kinds) and ``gradient_canaries`` white-box ones; their scores and secret bits kind by kind
     (bounds: :func:`audit_rows`, so that a change of delta, alpha or procedure retrains nothing).
@@ -316,7 +316,8 @@ def run_audit(case: str, game: str, repeat: int, *, data: DeepData, pairs: Mappi
     Table 2 trains them) and enters its seeds, so each group's trainings are its own.
     ``gradient_width`` > 1 makes the substitute game's gradient slots k-ary (``k = 2 **
     gradient_width`` values, :class:`~subaudit.integrations.audit.OneRunAudit`); the membership
-    game's stay binary."""
+    game's stay binary. ``gradient_scores``: the white-box scores the gradient canaries are read
+    by (:data:`~subaudit.integrations.audit.GRADIENT_SCORES`)."""
     check_choice(case, "case", CASES)
     if (case == "finetune") != (init is not None):
         raise ParameterError("init", "given" if init is not None else None,
@@ -358,7 +359,8 @@ def run_audit(case: str, game: str, repeat: int, *, data: DeepData, pairs: Mappi
         kept_scores[k] = {s: by_score[s][offset:offset + m] for s in scores}
         offset += m
     if gradient_canaries:
-        kept_scores["gradient"] = {audit.gradient_score: audit.gradient_scores(optimizer)}
+        kept_scores["gradient"] = {audit.gradient_score(s): audit.gradient_scores(optimizer, s)
+                                   for s in gradient_scores}
         kept_bits["gradient"] = audit.gradient_bits
     for k, by in kept_scores.items():
         for s, values in by.items():
