@@ -230,6 +230,10 @@ def test_the_residual_score_is_the_canaries_own_channel_at_full_batch():
     right = np.mean((audit.gradient_scores(opt, "residual")[:, 0] > 0) == (audit.gradient_bits == 1))
     predicted = stats.norm.cdf(np.sqrt(steps) / sigma)
     assert abs(right - predicted) < 4 * np.sqrt(predicted * (1 - predicted) / m), (right, predicted)
+    report = audit.finish(model, data_loader=loader, privacy_engine=engine, optimizer=opt,
+                          gradient_score=GRADIENT_SCORES)
+    assert [(r["score"], r["procedure"]) for r in report.rows] == [
+        ("update", "steinke"), ("update", "mahloujifar"), ("residual", "steinke"), ("residual", "mahloujifar")]
     with pytest.raises(ParameterError, match="score"):
         audit.gradient_scores(opt, "gradient")
 

@@ -75,3 +75,24 @@ def test_verdicts_need_a_valid_estimator():
     with pytest.raises(ValueError, match="valid estimator"):
         build(ev.tables, FIGS, estimator="paper", natural=ev.natural, ablations=ev.ablations,
               base=ev.base, runs=200, delta=1e-5, alpha=0.05, settings={})
+
+
+def test_white_box_scores_are_summarised_apart():
+    """Gradient canaries read by two scores (update, residual) give two rows of the Table 2
+    summary, never one pooled row; input kinds keep the score asked for."""
+    import pandas as pd
+
+    from subaudit.reporting.tables import deep_summary, deep_view
+
+    rows = []
+    for score, eps in (("update", 1.0), ("residual", 3.0), ("loss", 0.5), ("loss-drop", 9.0)):
+        kind = "gradient" if score in ("update", "residual") else "random"
+        for repeat in range(2):
+            rows.append({"case": "scratch", "game": "substitute", "repeat": repeat, "kind": kind, "score": score,
+                         "procedure": "mahloujifar", "family": "dp", "bonferroni": True, "epsilon": eps + repeat,
+                         "perfect": 8.0, "ceiling": 7.0 if kind == "gradient" else None, "reference": 7.0})
+    table = pd.DataFrame(rows)
+    assert set(deep_view(table, "loss")["kind"]) == {"gradient", "gradient (residual)", "random"}
+    summary = deep_summary(table, "loss").set_index("kind")
+    assert summary.loc["gradient", "scratch avg"] == 1.5 and summary.loc["gradient (residual)", "scratch avg"] == 3.5
+    assert summary.loc["random", "scratch avg"] == 1.0

@@ -134,7 +134,7 @@ def test_deep_network_audits_are_built(workdir):
     table = pd.read_csv(workdir / "results/figures/deep-one-run.csv")
     assert set(table["case"]) == set(deep["cases"]) and set(table["game"]) == set(deep["games"])
     assert set(table["kind"]) == set(deep["kinds"]) and set(table["procedure"]) == set(deep["procedures"])
-    assert set(table["score"]) == {*deep["scores"], "update"}
+    assert set(table["score"]) == {*deep["scores"], *deep["gradient_scores"]}
     assert (table["epsilon"] <= table["perfect"]).all() and (table["trainings"] == 1).all()
     assert (table["reference"] == table["eps_substitute"].where(table["game"] == "substitute",
                                                                 table["eps_add_remove"])).all()
@@ -142,6 +142,7 @@ def test_deep_network_audits_are_built(workdir):
     report = (workdir / "results/report.md").read_text()
     assert "Claims beyond the paper" in report and "optimised canaries give higher one-run bounds" in report
     assert "membership game: one-run lower bounds, average and median over audits" in report
+    assert "gradient (residual)" in report   # each white-box score its own row, never pooled
     metrics = json.loads((workdir / "results/report.json").read_text())
     from subaudit.reporting.claims import Evidence, judge_all
 

@@ -538,9 +538,11 @@ class OneRunAudit:
             raise AuditError("the model was not trained through make_private (not an Opacus GradSampleModule)")
 
     def finish(self, model: torch.nn.Module, *, data_loader: Any, privacy_engine: Any,
-               optimizer: DPOptimizer | None = None, score: Sequence[str] = SCORES) -> AuditReport:
-        """Score the canaries, bound epsilon by each procedure and report it beside the
-        accountant's epsilon of this training (``privacy_engine.accountant.history``)."""
+               optimizer: DPOptimizer | None = None, score: Sequence[str] = SCORES,
+               gradient_score: Sequence[str] = ("update",)) -> AuditReport:
+        """Score the canaries (input canaries by each of ``score``, gradient canaries by each of
+        ``gradient_score``, :data:`GRADIENT_SCORES`), bound epsilon by each procedure and report
+        it beside the accountant's epsilon of this training (``privacy_engine.accountant.history``)."""
         self.verify(model, data_loader)
         history = tuple((float(s), float(q), int(t)) for s, q, t in privacy_engine.accountant.history)
         if not history:
@@ -554,8 +556,9 @@ class OneRunAudit:
         if self.gradient_count:
             if optimizer is None:
                 raise AuditError("gradient canaries are scored from the optimiser: finish(..., optimizer=...)")
-            sets.append(ScoreSet("gradient", self.gradient_score(), self.gradient_scores(optimizer),
-                                 self.gradient_bits, True))
+            for s in gradient_score:
+                sets.append(ScoreSet("gradient", self.gradient_score(s), self.gradient_scores(optimizer, s),
+                                     self.gradient_bits, True))
         if not sets:
             raise AuditError(f"nothing to score: score={tuple(score)!r} names no score of the input canaries "
                              f"(allowed: {', '.join(SCORES)}; loss-drop needs audit.start(model)) and there "

@@ -22,7 +22,7 @@ from subaudit.artifacts import atomic_path  # noqa: E402
 from subaudit.estimation import ESTIMATORS  # noqa: E402
 from subaudit.estimation.procedures import bound_label  # noqa: E402
 from subaudit.scenarios import SCENARIOS  # noqa: E402
-from subaudit.reporting.tables import CEILING, EPS_AR, EPS_GROUP, EPS_S, FINITE_R  # noqa: E402
+from subaudit.reporting.tables import CEILING, EPS_AR, EPS_GROUP, EPS_S, FINITE_R, deep_view  # noqa: E402
 
 _ACCOUNTING_STYLE = {
     EPS_S: dict(color="#1f77b4", linestyle="-", marker="o"),
@@ -333,7 +333,7 @@ def deep_one_run(table: pd.DataFrame, score: str, title: str) -> plt.Figure:
     over audits; dots: each audit), one panel per (game, case), the accountant's epsilon of
     the game's adjacency in each panel's title. Input kinds read ``score``."""
     _theme()
-    mine = table[(table["score"] == score) | (table["kind"] == "gradient")].copy()
+    mine = deep_view(table, score)
     games, cases = list(dict.fromkeys(mine["game"])), list(dict.fromkeys(mine["case"]))
     kinds = list(dict.fromkeys(mine["kind"]))
     procedures = list(dict.fromkeys(mine["procedure"]))

@@ -285,12 +285,23 @@ def deep_table(audits: Iterable[Iterable[Mapping[str, Any]]]) -> pd.DataFrame:
     return table.sort_values(["case", "game", "procedure", "kind", "score", "repeat"], key=rank, ignore_index=True)
 
 
+def deep_view(table: pd.DataFrame, score: str) -> pd.DataFrame:
+    """The rows a figure or summary of the deep audits shows: the input kinds read by ``score``
+    and the white-box kinds by each of their scores, a white-box kind read by another score than
+    its ``update`` named with it ("gradient (residual)"), so that no two scores are pooled."""
+    white = table["kind"].map(lambda k: k in DEEP_KINDS and DEEP_KINDS[k].white_box)
+    mine = table[(table["score"] == score) | white].copy()
+    other = white[mine.index] & ~mine["score"].str.startswith("update")
+    mine.loc[other, "kind"] = mine.loc[other, "kind"] + " (" + mine.loc[other, "score"] + ")"
+    return mine
+
+
 def deep_summary(table: pd.DataFrame, score: str) -> pd.DataFrame:
     """Table 2 of the canary-optimisation paper, per game: one row per (procedure, family, kind),
     average and median over audits of each case, beside the most its m canaries can show (every
     guess right: ``cap``), the final-iterate ceiling (gradient canaries) and the accountant's
     epsilon (input kinds read ``score``; gradient canaries their update)."""
-    mine = table[(table["score"] == score) | (table["kind"] == "gradient")]
+    mine = deep_view(table, score)
     out = mine.groupby(["game", "procedure", "family", "kind", "case"], sort=False).agg(
         avg=("epsilon", "mean"), med=("epsilon", "median"), audits=("epsilon", "size"),
         cap=("perfect", "max"), ceiling=("ceiling", "mean"), reference=("reference", "mean")).reset_index()
