@@ -300,7 +300,7 @@ def test_augmentation_multiplicity_averages_k_gradients_before_clipping():
 
 
 def test_one_kind_per_training(data):
-    """deep.separate: a training of one input kind holds only its pairs; one of the gradient kind
+    """deep.trainings: each: a training of one input kind holds only its pairs; one of the gradient kind
     holds no input canaries; each group's training has seeds of its own."""
     pairs = deep.make_canaries(data, ["random"], 16, seed=3)
     training = deep.Training(steps=3, batch=64, lr=1.0, momentum=0.0, noise_multiplier=1.0, clip=1.0)
