@@ -105,6 +105,16 @@ def _check_delta(delta: float, allow_zero: bool) -> float:
 # root search
 # ---------------------------------------------------------------------------
 
+def _margin(method: str, family: str, m: int, r: int, v: int, level: float, eps: float, delta: float,
+            k: int) -> float:
+    """How far one test ``(m, r, v)`` at ``level`` is past rejecting the claim (eps, delta) of
+    ``family``'s curve (> 0: falsified): what :func:`steinke_epsilon` and :func:`fdp_epsilon`
+    search the largest eps of, and :func:`one_run_falsifies` evaluates at one eps."""
+    if method == "steinke":
+        return level - _steinke_p(m, r, v, eps, delta)
+    return _fdp_margin(m, r, v, level, _claim_fbar_inv(family, eps, delta), k)
+
+
 def _largest_falsified(objective: Callable[[float], float]) -> float:
     """Largest eps >= 0 with ``objective(eps) > 0`` (falsified), 0 if none.
 
@@ -195,7 +205,7 @@ def steinke_epsilon(canaries: int, guesses: int, correct: int, delta: float, alp
     m, r, v = _check_counts(canaries, guesses, correct)
     d = _check_delta(delta, allow_zero=True)
     a = check_probability(alpha, "alpha")
-    return _largest_falsified(lambda eps: a - _steinke_p(m, r, v, eps, d))
+    return _largest_falsified(lambda eps: _margin("steinke", "dp", m, r, v, a, eps, d, 2))
 
 
 # ---------------------------------------------------------------------------
@@ -372,7 +382,7 @@ def fdp_epsilon(canaries: int, guesses: int, correct: int, delta: float, alpha: 
     name = _check_family(family, mechanism)
     if name == "dpsgd":
         return _dpsgd_epsilon([(m, r, v, a)], d, kk, mechanism)
-    return _largest_falsified(lambda eps: _fdp_margin(m, r, v, a, _claim_fbar_inv(name, eps, d), kk))
+    return _largest_falsified(lambda eps: _margin("fdp", name, m, r, v, a, eps, d, kk))
 
 
 def perfect_guess_limit(canaries: int, delta: float, alpha: float = 0.05, k: int = 2) -> float:
@@ -595,12 +605,9 @@ def best_one_run_epsilon(
 @functools.lru_cache(maxsize=1 << 16)
 def _falsified(method: str, family: str, m: int, r: int, v: int, level: float, eps: float, delta: float,
                k: int) -> bool:
-    """Whether one test ``(m, r, v)`` at ``level`` rejects the claim (eps, delta): exactly the
-    condition :func:`steinke_epsilon` and :func:`fdp_epsilon` search the largest eps of (memoised:
-    audits of one size share their counts)."""
-    if method == "steinke":
-        return level - _steinke_p(m, r, v, eps, delta) > 0
-    return _fdp_margin(m, r, v, level, _claim_fbar_inv(family, eps, delta), k) > 0
+    """Whether one test ``(m, r, v)`` at ``level`` rejects the claim (eps, delta) (memoised: audits
+    of one size share their counts)."""
+    return _margin(method, family, m, r, v, level, eps, delta, k) > 0
 
 
 def one_run_falsifies(scores, inserted, epsilon: float, delta: float, alpha: float = 0.05, method: str = "steinke",

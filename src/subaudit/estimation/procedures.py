@@ -199,18 +199,18 @@ def perfect_epsilon(procedure: str, canaries: int, delta: float, alpha: float = 
     return procedure_epsilon(procedure, perfect, bits, delta, alpha, game=game, family=fam, history=history)
 
 
-def least_canaries(procedure: str, delta: float, alpha: float = 0.05, *, family: str = "dp",
+def least_canaries(procedure: str, delta: float, alpha: float = 0.05, *, family: str = "dp", k: int = 2,
                    limit: int = 4096) -> int:
     """The fewest canaries (up to ``limit``) whose perfect guesses give a positive bound.
 
     With fewer an audit reports 0 at confidence ``1 - alpha`` whatever the training. For
     ``"dpsgd"``, whose curve depends on the training, the (eps, delta) family's count: before
-    training there is no q and T to test."""
+    training there is no q and T to test. ``k > 2``: k-ary substitute slots."""
     check_choice(procedure, "procedure", PROCEDURES)
     a = check_probability(alpha, "alpha")
     fam = "dp" if family == "dpsgd" else family
     for m in range(1, limit + 1):
-        if perfect_epsilon(procedure, m, delta, a, family=fam) > 0.0:
+        if perfect_epsilon(procedure, m, delta, a, family=fam, k=k) > 0.0:
             return m
     raise ParameterError("alpha", alpha, f"a level that {limit} canaries can reach")
 

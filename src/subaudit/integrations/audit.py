@@ -61,7 +61,6 @@ from subaudit.estimation.procedures import (
     claim_prefix,
     family_of,
     least_canaries,
-    perfect_epsilon,
 )
 from subaudit.integrations.opacus import is_poisson
 from subaudit.scenarios.deep import SCORES
@@ -177,9 +176,16 @@ class GradientCanaries:
     slots: np.ndarray
     initial: torch.Tensor = field(init=False)
     draws: int = field(default=0, init=False)
-    #: The sum over steps of the released noisy gradient sum minus the records' clipped sum at
-    #: each canary coordinate: the canaries' own channel (their draws plus the noise).
-    residual: torch.Tensor = field(init=False)
+    #: Per parameter holding canaries (canary indices, running sum on the parameter's device) of
+    #: the released noisy gradient sum minus the records' clipped sum: the canaries' own channel.
+    residual_parts: list[tuple[np.ndarray, torch.Tensor]] = field(default_factory=list, init=False)
+
+    def residual(self) -> np.ndarray:
+        """The residual sums of every canary coordinate (read once, after training)."""
+        out = np.zeros(self.coordinates.size)
+        for which, total in self.residual_parts:
+            out[which] = total.cpu().numpy()
+        return out
 
     def locate(self, params: Sequence[torch.Tensor]) -> list[tuple[torch.Tensor, np.ndarray, np.ndarray]]:
         """(parameter, local flat indices, canary indices) for each parameter holding canaries."""
@@ -292,10 +298,8 @@ class OneRunAudit:
         for p in self.procedures:
             if k > 2 and not PROCEDURES[p].kary:
                 continue  # no bound of its own for k-ary slots
-            # DP-SGD's own curve needs the training's q and T: before training, the (eps, delta) cap
-            family = "dp" if self.family == "dpsgd" else self.family
-            if perfect_epsilon(p, count, self.delta, self.alpha, family=family, k=k) <= 0.0:
-                need = least_canaries(p, self.delta, self.alpha, family=self.family)
+            need = least_canaries(p, self.delta, self.alpha, family=self.family, k=k)
+            if count < need:
                 raise ParameterError(what, count, f"at least {need} for a positive bound by {p} at confidence "
                                                   f"{1 - self.alpha:g} (fewer can only ever report 0)")
 
@@ -425,35 +429,32 @@ class OneRunAudit:
             if coords.shape != (m * w,) or len(set(coords.tolist())) != m * w or coords.min() < 0 \
                     or coords.max() >= total:
                 raise ParameterError("coordinates", "<indices>", f"{m * w} distinct flat indices in [0, {total})")
-        if w == 1:
-            signs = self.gradient_bits.astype(np.float64)
-            if self.game == "substitute":
-                signs = 2.0 * signs - 1.0
-        else:  # slot i holds coordinates i w .. i w + w - 1 of coords, with its value's sign vector
+        if self.game == "substitute":  # slot i holds coordinates i w .. i w + w - 1, its value's sign vector
             signs = hypercube_codes(w)[self.gradient_bits].reshape(-1)
+        else:                          # in or out: +C e_j when the bit is 1
+            signs = self.gradient_bits.astype(np.float64)
         canaries = GradientCanaries(coords, signs, float(data_loader.sample_rate),
                                     float(optimizer.max_grad_norm) / float(np.sqrt(w)),
                                     derive_seed(self.seed, "gradient-draws"), np.repeat(np.arange(m), w))
         canaries.initial = canaries.flat(optimizer.params)
-        canaries.residual = torch.zeros(coords.size, dtype=torch.float64)
         rng = np.random.default_rng(canaries.seed)
-        located = [(p, which, torch.from_numpy(local).to(p.device), torch.from_numpy(which))
+        located = [(p, which, torch.from_numpy(local).to(p.device), torch.zeros(len(local), dtype=torch.float64,
+                                                                                   device=p.device))
                    for p, local, which in canaries.locate(optimizer.params)]
+        canaries.residual_parts = [(which, total) for _, which, _, total in located]
         original = optimizer.add_noise
 
         def add_noise() -> None:  # the clipped sum is complete here, the noise not yet added
             drawn = rng.random(m) < canaries.sample_rate   # one draw a slot: its canary is one record
             canaries.draws += 1
-            records = []
-            for p, which, at, _ in located:
+            for p, which, at, total in located:
                 add = torch.from_numpy(canaries.signs[which] * drawn[canaries.slots[which]] * canaries.scale)
                 flat = p.summed_grad.view(-1)
-                records.append(flat[at].double().cpu())
+                total.sub_(flat[at].double())    # minus the records' clipped sum (on the device: no sync)
                 flat.index_add_(0, at, add.to(flat.dtype).to(flat.device))
             original()
-            for (p, _, at, into), before in zip(located, records):  # the released sum, minus the records'
-                released = p.grad.detach().reshape(-1)[at].double().cpu()
-                canaries.residual.index_add_(0, into, released - before)
+            for p, _, at, total in located:      # plus the released noisy sum
+                total.add_(p.grad.detach().reshape(-1)[at].double())
 
         optimizer.add_noise = add_noise
         self._gradient = canaries
@@ -499,7 +500,7 @@ class OneRunAudit:
         if self._gradient is None:
             raise AuditError("no gradient canaries attached: call audit.attach(optimizer, data_loader)")
         if check_choice(score, "score", GRADIENT_SCORES) == "residual":
-            u = self._gradient.residual.numpy().copy()
+            u = self._gradient.residual()
         else:
             u = (self._gradient.initial - self._gradient.flat(optimizer.params)).numpy()
         if self.gradient_width == 1:

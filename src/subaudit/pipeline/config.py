@@ -205,7 +205,7 @@ def _check_deep(params: Mapping[str, Any], source: str) -> None:
     """The deep-network audits: an image source, registered names, a pool that holds every
     input kind's pairs, and enough canaries for a positive bound at the asked confidence."""
     from subaudit.data import SOURCES
-    from subaudit.estimation.procedures import GAMES, PROCEDURES, perfect_epsilon
+    from subaudit.estimation.procedures import GAMES, PROCEDURES, least_canaries
     from subaudit.scenarios.canary_optimisation import PROXY_NETWORKS
     from subaudit.scenarios.deep import CASES, DEEP_KINDS, NETWORK_COSTS, NETWORK_NAMES, PROXY_RECORDS, SCORES
 
@@ -246,8 +246,7 @@ def _check_deep(params: Mapping[str, Any], source: str) -> None:
               "gradient_canaries": deep["gradient_canaries"] if "gradient" in deep["kinds"] else None}
     for key, count in counts.items():
         for p in deep["procedures"] if count else ():
-            family = "dp" if deep["family"] == "dpsgd" else deep["family"]  # dpsgd's cap needs q and T
-            if perfect_epsilon(p, count, params["delta"], params["alpha"], family=family) <= 0:
+            if count < least_canaries(p, params["delta"], params["alpha"], family=deep["family"]):
                 raise _invalid(source, f"deep.{key}", count,
                                f"enough for a positive bound by {p} at confidence {1 - params['alpha']:g}")
 
