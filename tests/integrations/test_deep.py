@@ -174,12 +174,33 @@ def test_the_cost_counts_every_training():
     steps x batch x augmentations."""
     d = {"games": ["membership", "substitute"], "repeats": 3, "kinds": ["random", "gradient", "mislabeled"],
          "cases": {"scratch": {"steps": 5, "batch": 7, "augmentations": 2}, "finetune": {"steps": 11, "batch": 13}},
-         "trainings": "together"}
+         "trainings": "together", "gradient_canaries": 10, "gradient_scores": ["update"]}
     assert deep.audit_examples(d) == {"scratch": 2 * 3 * 5 * 7 * 2, "finetune": 2 * 3 * 11 * 13}
     d["trainings"] = "each"
     assert deep.audit_examples(d) == {"scratch": 3 * 2 * 3 * 5 * 7 * 2, "finetune": 3 * 2 * 3 * 11 * 13}
     d["trainings"] = "white-box-apart"
     assert deep.audit_examples(d) == {"scratch": 2 * 2 * 3 * 5 * 7 * 2, "finetune": 2 * 2 * 3 * 11 * 13}
+    # a case that chooses its own kinds, games and repeats counts its own trainings
+    d["cases"]["gap"] = {"steps": 17, "batch": 19, "kinds": ["gradient"], "games": ["substitute"], "repeats": 2}
+    assert deep.audit_examples(d)["gap"] == 1 * 1 * 2 * 17 * 19
+
+
+def test_a_case_chooses_its_own_selections():
+    """case_setting: a case's own kinds, games, repeats and gradient canaries where it names them,
+    the deep phase's otherwise; case_audits lists every training once; case_training keeps the
+    DP-SGD settings only."""
+    from subaudit.scenarios.deep import case_audits, case_setting, case_training
+
+    d = {"kinds": ["random", "gradient"], "games": ["membership", "substitute"], "repeats": 2,
+         "trainings": "white-box-apart", "gradient_canaries": 100, "gradient_scores": ["update"],
+         "cases": {"scratch": {"steps": 3, "batch": 4},
+                   "gap": {"steps": 5, "batch": 6, "kinds": ["gradient"], "games": ["substitute"], "repeats": 1,
+                           "gradient_canaries": 300, "gradient_scores": ["residual"]}}}
+    assert case_setting(d, "scratch") == {"kinds": ["random", "gradient"], "games": ["membership", "substitute"],
+                                          "repeats": 2, "gradient_canaries": 100, "gradient_scores": ["update"]}
+    assert case_setting(d, "gap")["gradient_canaries"] == 300 and case_training(d, "gap") == {"steps": 5, "batch": 6}
+    assert case_audits(d) == [("scratch", g, group, r) for g in ("membership", "substitute")
+                              for group in ("inputs", "gradient") for r in (0, 1)] + [("gap", "substitute", "all", 0)]
 
 
 def test_optimised_canaries_are_made_with_fixed_threads_whatever_the_process_has(data, monkeypatch):

@@ -68,6 +68,14 @@ def test_shipped_params_and_presets_validate(repo_root):
         (lambda p: p["deep"].__setitem__("trainings", "paired"), "deep.trainings = 'paired'"),
         (lambda p: p["deep"].__setitem__("gradient_width", 4),
          "deep.gradient_canaries = 10000 is invalid; allowed: at most 6502 slots of deep.gradient_width = 4"),
+        (lambda p: p["deep"]["cases"]["gap"].__setitem__("kinds", ["gradient", "loud"]),
+         "deep.cases.gap.kinds[1] = 'loud' is invalid; allowed: one of random, mislabeled, metagradient, gradient"),
+        (lambda p: p["deep"]["cases"]["gap"].__setitem__("games", ["attribute"]),
+         "deep.cases.gap.games[0] = 'attribute' is invalid; allowed: one of membership, substitute"),
+        (lambda p: p["deep"]["cases"]["gap"].__setitem__("gradient_canaries", 30000),
+         "deep.cases.gap.gradient_canaries = 30000 is invalid; allowed: at most 26010 slots"),
+        (lambda p: p["deep"]["cases"].__setitem__("warm", p["deep"]["cases"]["scratch"]),
+         "deep.cases.warm = 'warm' is invalid; allowed: cases named scratch, finetune, gap"),
         (lambda p: p["deep"]["metagradient"].__setitem__("network", "resnet-18"),
          "deep.metagradient.network = 'resnet-18' is invalid; allowed: one of cnn, resnet-9"),
         (lambda p: p["deep"]["metagradient"].__setitem__("base_from", "test"),
@@ -230,15 +238,17 @@ def test_no_deep_preset_leaves_the_deep_phase_out_of_the_paper_preset():
 
 def test_paper_preset_lists_the_deep_network_audits(tmp_path):
     """presets/paper.yaml with gpu.yaml: WRN-16-4 on CIFAR-10, 2 cases x 2 games x 5 audits x 4
-    kinds (one kind per training, as Table 2), one canary set, one pretraining, one figure (a
-    dry run of the whole workflow); deep.trainings: together trains every kind together, and
-    white-box-apart the input kinds in one training and the gradient canaries in another."""
+    kinds (one kind per training, as Table 2) and the gap case's one full-batch training, one
+    canary set, one pretraining, one figure (a dry run of the whole workflow); deep.trainings:
+    together trains every kind together, and white-box-apart the input kinds in one training and
+    the gradient canaries in another."""
     import re
 
     out = paper_dry_run()
     counts = dict(re.findall(r"^(deep_\w+)\s+(\d+)$", out, flags=re.M))
-    assert counts == {"deep_canaries": "1", "deep_pretrain": "1", "deep_audit": str(2 * 2 * 5 * 4),
+    assert counts == {"deep_canaries": "1", "deep_pretrain": "1", "deep_audit": str(2 * 2 * 5 * 4 + 1),
                       "deep_figure": "1"}
+    assert "results/deep/audits/gap_substitute_gradient_0.npz" in out   # the gap case's one training
     for case in ("scratch", "finetune"):
         for game in ("membership", "substitute"):
             for kind in ("random", "mislabeled", "metagradient", "gradient"):
@@ -248,13 +258,13 @@ def test_paper_preset_lists_the_deep_network_audits(tmp_path):
     together.write_text("deep:\n  trainings: together\n")
     out = paper_dry_run(str(together))
     counts = dict(re.findall(r"^(deep_\w+)\s+(\d+)$", out, flags=re.M))
-    assert counts["deep_audit"] == str(2 * 2 * 5)
+    assert counts["deep_audit"] == str(2 * 2 * 5 + 1)
     assert "results/deep/audits/scratch_membership_all_4.npz" in out
     apart = Path(tmp_path) / "apart.yaml"   # another path: paper_dry_run is cached by its arguments
     apart.write_text("deep:\n  trainings: white-box-apart\n")
     out = paper_dry_run(str(apart))
     counts = dict(re.findall(r"^(deep_\w+)\s+(\d+)$", out, flags=re.M))
-    assert counts["deep_audit"] == str(2 * 2 * 5 * 2)
+    assert counts["deep_audit"] == str(2 * 2 * 5 * 2 + 1)
     for group in ("inputs", "gradient"):
         assert f"results/deep/audits/finetune_substitute_{group}_4.npz" in out
 

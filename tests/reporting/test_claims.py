@@ -45,10 +45,20 @@ def fig2(audit: float = 3.9, group_factor: float = 1.1) -> pd.DataFrame:
     return tables.fig2_table(cal, est, pooled, "substitute")
 
 
+def gap_audit(bound: float, repeat: int = 0, score: str = "residual", family: str = "dp") -> list[dict]:
+    """The rows of one gap-case training: its white-box canaries' bounds beside eps_AR 3.15."""
+    return [{"case": "gap", "game": "substitute", "adjacency": "substitute", "repeat": repeat, "kind": "gradient",
+             "score": score, "procedure": procedure, "family": family, "bonferroni": True, "m": 26010,
+             "epsilon": bound if procedure == "mahloujifar" else bound - 1.0, "perfect": 8.0, "reference": 7.06,
+             "eps_add_remove": 3.15, "eps_substitute": 7.06, "ceiling": 7.5, "test_accuracy": 0.5,
+             "sample_rate": 1.0, "steps": 25, "noise_multiplier": 6.67} for procedure in ("steinke", "mahloujifar")]
+
+
 def deep(gain: float = 0.2, spread: float = 0.02, repeats: int = 3, cases=("scratch", "finetune"),
-         games=("membership", "substitute")) -> pd.DataFrame:
+         games=("membership", "substitute"), gap: tuple[float, ...] = (3.5,)) -> pd.DataFrame:
     """A deep-network figure table: metagradient ``gain`` above mislabeled, the better baseline
-    (paired by training; normal per-audit noise of sd ``spread``, seeded)."""
+    (paired by training; normal per-audit noise of sd ``spread``, seeded), and a training of the
+    gap case per bound of ``gap``."""
     rng = np.random.default_rng(0)
     audits = []
     for case in cases:
@@ -68,6 +78,7 @@ def deep(gain: float = 0.2, spread: float = 0.02, repeats: int = 3, cases=("scra
                                      "ceiling": None, "test_accuracy": 0.8, "sample_rate": 0.04, "steps": 300,
                                      "noise_multiplier": 1.0})
                 audits.append(rows)
+    audits += [gap_audit(b, r) for r, b in enumerate(gap)]
     return tables.deep_table(audits)
 
 
@@ -158,7 +169,7 @@ def test_changing_the_numbers_behind_a_claim_changes_its_verdict():
     # 5: one repeat, no error estimate: cannot tell
     one = natural({(1.0, "S3"): [2.0], (4.0, "S3"): [0.5]}, panel="clip")
     one_lr = natural({(0.001, "S3"): [2.0], (0.002, "S3"): [0.5]}, panel="lr")
-    assert verdicts(evidence(figA2=one, fig3=flat, figA4=one_lr))[5] == "cannot tell"
+    assert verdicts(evidence(figA2=one, figA4=one_lr))[5] == "cannot tell"
     # 6: no cell above 2
     a5 = evidence().tables["figA5"].assign(ratio=[1.9, 1.8, 1.7, 1.6])
     assert verdicts(evidence(figA5=a5))[6] == "refuted"
@@ -170,18 +181,44 @@ def test_changing_the_numbers_behind_a_claim_changes_its_verdict():
     assert verdicts(evidence(**{"deep-one-run": deep(gain=0.0, spread=0.3)}))[8] == "cannot tell"
     one = deep(repeats=1, cases=("scratch",), games=("substitute",))
     assert verdicts(evidence(**{"deep-one-run": one}))[8] == "cannot tell"
+    # 9: one gap training's valid bound under its eps_AR; no gap training (a lower bound refutes nothing)
+    assert verdicts(evidence(**{"deep-one-run": deep(gap=(3.5, 3.0))}))[9] == "cannot tell"
+    assert verdicts(evidence(**{"deep-one-run": deep(gap=(3.5, 3.6))}))[9] == "supported"
+    assert verdicts(evidence(**{"deep-one-run": deep(gap=())}))[9] == "cannot tell"
 
 
-def test_the_pooled_bound_decides_where_no_repeat_alone_does():
-    # every repeat of S3 below eps_AR from scratch, but all runs together are above it: refuted
-    reps = {(0.25, "S2"): [3.0, 3.2, 2.8], (0.25, "S3"): [0.9, 0.95, 0.85]}
-    assert verdicts(evidence(fig4=natural(reps, pooled={(0.25, "S3"): 0.99})))[4] == "supported"
-    assert verdicts(evidence(fig4=natural(reps, pooled={(0.25, "S3"): 1.05})))[4] == "refuted"
-    # S2 of a fine-tuned model: no repeat above eps_AR, the pooled audit is: supported
-    weak = {(1.0, "S2"): [0.95, 0.9, 0.97], (1.0, "S3"): [0.4, 0.5, 0.3],
-            (0.25, "S2"): [2.0, 2.1, 1.9], (0.25, "S3"): [0.3, 0.3, 0.2]}
-    assert verdicts(evidence(fig3=natural(weak, pooled={(1.0, "S2"): 1.02})))[3] == "supported"
-    assert verdicts(evidence(fig3=natural(weak, pooled={(1.0, "S2"): 0.98})))[3] == "cannot tell"
+def test_claim_9_reads_the_valid_bound_it_names():
+    """Only the f-DP procedure's (eps, delta)-curve bound of the residual counts: a DP-SGD-curve
+    row, an update row or Steinke's above eps_AR do not make the gap."""
+    ev = evidence(**{"deep-one-run": deep(gap=(3.0,))})
+    extra = tables.deep_table([gap_audit(9.0, score="update"), gap_audit(9.0, family="dpsgd")])
+    both = Evidence({**ev.tables, "deep-one-run": pd.concat([ev.tables["deep-one-run"], extra])}, "auc",
+                    ev.natural, ev.ablations, ev.base)
+    verdict = {v.claim: v for v in judge_all(both)}[9]
+    assert verdict.status == "cannot tell" and verdict.numbers["trainings"] == 1
+    assert "3 against eps_AR 3.15" in verdict.reason and verdict.numbers["cap"] == 8.0
+
+
+def test_claim_5_judges_each_factor_and_names_it():
+    """A factor that goes the other way beyond error in most scenarios (and the right way in
+    none) is refuted, by name, whatever the others say; one scenario each way cannot tell."""
+    flat_q = natural({(1.0, "S2"): [3.0, 3.1, 2.9], (1.0, "S3"): [2.0, 2.2, 2.1], (1.0, "S4"): [1.0, 1.1, 0.9],
+                      (0.25, "S2"): [2.0, 2.1, 1.9], (0.25, "S3"): [0.5, 0.6, 0.4], (0.25, "S4"): [0.4, 0.5, 0.3]})
+    clip_up = natural({(1.0, "S3"): [0.5, 0.6, 0.4], (4.0, "S3"): [2.0, 2.1, 1.9],
+                       (1.0, "S4"): [0.5, 0.7, 0.6], (4.0, "S4"): [1.0, 1.2, 1.1]}, panel="clip")
+    v = {x.claim: x for x in judge_all(evidence(fig3=flat_q, figA2=clip_up))}[5]
+    assert v.status == "refuted" and "C grows: REFUTED (0 of 2 scenarios weaken beyond error, 2 strengthen" in v.reason
+    assert "q falls: SUPPORTED" in v.reason
+    assert v.numbers["clip_verdict"] == -1 and v.numbers["q_verdict"] == 1 and v.numbers["lr_verdict"] == 1
+    # S4's clip interval by hand, paired by repeat: differences 0.5 - 1.0, 0.7 - 1.2, 0.6 - 1.1
+    assert v.numbers["clip_S4_drop"] == pytest.approx(-0.5) and v.numbers["clip_S4_drop_high"] == pytest.approx(-0.5)
+    # q's, Welch's: S3 with 3 repeats of sd 0.1 each side
+    half = stats.t.ppf(0.975, 4) * np.sqrt(2 * 0.1 ** 2 / 3)
+    assert v.numbers["q_S3_drop"] == pytest.approx(1.6) and v.numbers["q_S3_drop_high"] == pytest.approx(1.6 + half)
+    split = natural({(1.0, "S3"): [0.5, 0.6, 0.4], (4.0, "S3"): [2.0, 2.1, 1.9],
+                     (1.0, "S4"): [1.5, 1.7, 1.6], (4.0, "S4"): [1.0, 1.2, 1.1]}, panel="clip")
+    v = {x.claim: x for x in judge_all(evidence(fig3=flat_q, figA2=split))}[5]
+    assert v.numbers["clip_verdict"] == 0 and v.status == "cannot tell"
 
 
 def test_paired_t_is_the_t_interval_of_the_differences():
@@ -235,3 +272,30 @@ def test_an_error_in_a_claims_own_code_fails_the_report(monkeypatch):
     with pytest.raises(KeyError, match="ratoi"):
         build(ev.tables, [], estimator="auc", natural=ev.natural, ablations=ev.ablations, base=ev.base, runs=200,
               delta=1e-5, alpha=0.05, settings={})
+
+
+def test_claim_5_pairs_exactly_the_knobs_the_seeds_leave_out():
+    """A factor's ends are compared repeat by repeat only where the workflow gives them the
+    same random numbers: the training seeds hold q, not C, T or lr."""
+    from subaudit.pipeline.settings import SEED_KEYS
+    from subaudit.reporting.claims import FACTORS
+
+    for _, knob, _, paired in FACTORS:
+        for purpose in ("train", "target-world"):
+            assert (knob not in [k.rstrip("?") for k in SEED_KEYS[purpose]]) == paired, (knob, purpose)
+
+
+def test_paired_repeats_decide_where_the_repeats_spread_wide():
+    """Repeats that differ much from each other but by the same amount between the knob's ends
+    (common random numbers): Welch's interval cannot tell, the paired one can."""
+    from subaudit.reporting.claims import paired_difference
+
+    wide = natural({(1.0, "S3"): [2.1, 3.1, 4.1], (4.0, "S3"): [2.0, 3.0, 4.0]}, panel="clip")
+    f = final_audits(wide, "auc", "clip").set_index("clip")
+    assert f.loc[1.0, "repeats"] == "2.1;3.1;4.1"
+    welch = difference(f.loc[1.0], f.loc[4.0])
+    paired = paired_difference(f.loc[1.0], f.loc[4.0])
+    assert welch[1] < 0 < welch[2] and paired == pytest.approx((0.1, 0.1, 0.1))
+    v = {x.claim: x for x in judge_all(evidence(figA2=wide))}[5]
+    assert v.numbers["clip_verdict"] == 1 and v.numbers["clip_S3_drop_low"] == pytest.approx(0.1)
+

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from subaudit.reporting import figures
+from subaudit.reporting import figures, tables
 from subaudit.estimation.ceilings import final_iterate_epsilon
 from subaudit.reporting.tables import EPS_AR, EPS_GROUP, EPS_S, deep_summary, fig2_table, figA5_table
 
@@ -195,12 +195,12 @@ def test_runs_table_estimates_the_first_runs_and_draws_the_ceilings():
 
 
 def test_deep_table_summary_and_figure(tmp_path):
-    from test_claims import deep
+    from test_claims import deep, gap_audit
 
     table = deep()
-    assert list(dict.fromkeys(table["case"])) == ["scratch", "finetune"]          # registry order
-    assert list(dict.fromkeys(table["kind"])) == ["random", "mislabeled", "metagradient"]
-    assert set(table["reference"]) == {8.0, 16.0}                                  # eps_AR, eps_S by game
+    assert list(dict.fromkeys(table["case"])) == ["scratch", "finetune", "gap"]   # registry order
+    assert list(dict.fromkeys(table["kind"])) == ["random", "mislabeled", "metagradient", "gradient"]
+    assert set(table["reference"]) == {8.0, 16.0, 7.06}                           # eps_AR, eps_S by game
     summary = deep_summary(table, "loss").set_index(["game", "procedure", "family", "kind"])
     cell = table[(table["game"] == "substitute") & (table["procedure"] == "steinke")
                  & (table["kind"] == "metagradient") & (table["case"] == "scratch")]["epsilon"]
@@ -208,14 +208,21 @@ def test_deep_table_summary_and_figure(tmp_path):
     assert row["scratch avg"] == pytest.approx(cell.mean()) and row["scratch med"] == pytest.approx(cell.median())
     assert row["scratch cap"] == 5.0 and pd.isna(row["scratch ceiling"])  # input kinds have no ceiling
     assert row["scratch reference"] == 16.0 and row["scratch audits"] == 3
+    # a family that assumes the mechanism is named with the kind, never pooled with the valid one
+    table = tables.deep_table([*(table[table["case"] == c].to_dict("records") for c in ("scratch", "finetune")),
+                               gap_audit(3.5), gap_audit(5.0, family="dpsgd")])
+    view = tables.deep_view(table, "loss")
+    assert set(view.loc[view["case"] == "gap", "kind"]) == {"gradient (residual)", "gradient (residual) [if DP-SGD]"}
+    assert set(view.loc[view["kind"].str.contains("DP-SGD"), "family"]) == {"dpsgd"}
     fig = figures.deep_one_run(table, "loss", "t")
     titles = [ax.get_title() for ax in fig.axes]
-    assert "scratch, membership game (add-remove): accountant eps_AR = 8" in titles
-    assert "finetune, substitute game (substitute): accountant eps_S = 16" in titles
-    assert all(ax.get_ylabel().startswith("one-run lower bound") for ax in fig.axes)
+    assert "scratch, membership game (add-remove)\naccountant: eps_AR = 8, eps_S = 16" in titles
+    assert "gap, membership game: not audited" in titles     # the gap case audits the substitute game only
+    assert all(ax.get_ylabel().startswith("one-run lower bound") for ax in fig.axes if ax.axison)
     assert {t.get_text() for t in fig.legends[0].get_texts()} == {"steinke procedure ((eps, delta)-DP)",
                                                                   "mahloujifar procedure ((eps, delta)-DP)"}
     assert "bars: mean over 3 audits" in fig._suptitle.get_text()
+    assert "m = 256 per input kind, 26,010 white-box canaries" in fig._suptitle.get_text()
     # a versioned figure: the same bytes whatever state numpy's global generator is in
     drawn = []
     for seed in (1, 2):

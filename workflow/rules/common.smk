@@ -10,7 +10,8 @@ from subaudit.reporting.figure_registry import experiment_figure, figures_for
 from subaudit.data import SOURCES
 from subaudit.estimation import ESTIMATORS
 from subaudit.scenarios.one_run import CANARY_KINDS
-from subaudit.scenarios.deep import DEEP_KINDS, audit_job_resources, group_canaries, training_groups
+from subaudit.scenarios.deep import DEEP_KINDS, audit_job_resources, case_audits, case_setting, case_training
+from subaudit.scenarios.deep import group_canaries
 from subaudit.scenarios import SCENARIOS
 from subaudit.schedule import checkpoints
 from subaudit.pipeline.prefetch import downloads
@@ -293,3 +294,12 @@ def one_run_files(artifact_name):
     """One file per (kind, q) of the one-run audits."""
     return [S.path(artifact_name, exp=s.experiment, kind=kind, key=s.key("one_run"))
             for kind in ONE["kinds"] for s in one_run_settings()]
+
+
+# --------------------------------------------------------------------------- deep-network audits
+
+
+def deep_group(wc):
+    """The input kinds of the deep audit ``wc``'s training and whether it holds gradient canaries
+    (its group, over its case's kinds: deep.cases.<case>.kinds, else deep.kinds)."""
+    return group_canaries(wc.group, case_setting(config["deep"], wc.case)["kinds"])

@@ -17,11 +17,13 @@ if DEEP["source"] is not None:  # null: no deep-network audits
     DEEP_INPUT_KINDS = [k for k in DEEP["kinds"] if not DEEP_KINDS[k].white_box]
     # the canaries of a training (deep.trainings): every kind together ("all"), the input kinds
     # ("inputs") apart from the white-box ones, or one kind each
-    DEEP_GROUPS = training_groups(DEEP["kinds"], DEEP["trainings"])
+    # per case its games, groups and repeats (a case may choose its own: deep.cases.<case>)
+    DEEP_TRAININGS = case_audits(DEEP)
+    DEEP_GROUPS = list(dict.fromkeys(group for _, _, group, _ in DEEP_TRAININGS))
     DEEP_AUDIT_RESOURCES = {case: audit_job_resources(DEEP, case, NAT["device"], SOURCES[DEEP["source"]].shape)
                             for case in DEEP["cases"]}   # runtime and memory from the setting
-    DEEP_AUDITS = expand("results/deep/audits/{case}_{game}_{group}_{repeat}.npz", case=list(DEEP["cases"]),
-                         game=DEEP["games"], group=DEEP_GROUPS, repeat=range(DEEP["repeats"]))
+    DEEP_AUDITS = [f"results/deep/audits/{case}_{game}_{group}_{repeat}.npz"
+                   for case, game, group, repeat in DEEP_TRAININGS]
 
     localrules:
         deep_figure,
@@ -103,13 +105,12 @@ if DEEP["source"] is not None:  # null: no deep-network audits
             source=DEEP["source"],
             sizes=DEEP["sizes"],
             network=DEEP["network"],
-            training=lambda wc: DEEP["cases"][wc.case],
+            training=lambda wc: case_training(DEEP, wc.case),
             physical_batch=DEEP["physical_batch"],
-            kinds=lambda wc: group_canaries(wc.group, DEEP["kinds"])[0],
-            gradient_canaries=lambda wc: DEEP["gradient_canaries"] if group_canaries(wc.group, DEEP["kinds"])[1] else 0,
-            gradient_width=lambda wc: (DEEP["gradient_width"] if wc.game == "substitute"
-                                       and group_canaries(wc.group, DEEP["kinds"])[1] else 1),
-            gradient_scores=lambda wc: DEEP["gradient_scores"] if group_canaries(wc.group, DEEP["kinds"])[1] else [],
+            kinds=lambda wc: deep_group(wc)[0],
+            gradient_canaries=lambda wc: case_setting(DEEP, wc.case)["gradient_canaries"] if deep_group(wc)[1] else 0,
+            gradient_width=lambda wc: DEEP["gradient_width"] if wc.game == "substitute" and deep_group(wc)[1] else 1,
+            gradient_scores=lambda wc: case_setting(DEEP, wc.case)["gradient_scores"] if deep_group(wc)[1] else [],
             scores=DEEP["scores"],
             device=NAT["device"],
             seed=DEEP_SEED,
@@ -144,6 +145,7 @@ if DEEP["source"] is not None:  # null: no deep-network audits
             score=DEEP["scores"][0],
             procedures=DEEP["procedures"],
             family=DEEP["family"],
+            white_box_families=DEEP["white_box_families"],
             bonferroni=DEEP["bonferroni"],
             delta=config["delta"],
             alpha=config["alpha"],

@@ -13,7 +13,8 @@ from subaudit.reporting.tables import deep_summary, deep_table
 log = logs.start(snakemake.log[0])
 p = snakemake.params
 table = deep_table([audit_rows(load_audit(f), delta=p.delta, alpha=p.alpha, procedures=p.procedures,
-                               family=p.family, bonferroni=p.bonferroni)
+                               family=p.family, white_box_families=p.white_box_families,
+                               bonferroni=p.bonferroni)
                     for f in snakemake.input])
 log.info("Table 2 shape (%s):\n%s", p.score, deep_summary(table, p.score).to_string())
 write_csv(snakemake.output.csv, table)

@@ -216,11 +216,14 @@ def steinke_epsilon(canaries: int, guesses: int, correct: int, delta: float, alp
 class FDPFamily:
     """A trade-off family a one-run f-DP audit can test: ``label``, printed beside its bounds
     in tables and legends, ``description``, what its bound claims, and ``prefix``, how its
-    bound is introduced wherever it is printed (a family that assumes the mechanism says so)."""
+    bound is introduced wherever it is printed (a family that assumes the mechanism says so), and
+    ``tag``, the assumption in a few words, beside the name of what its bound audits ("" when it
+    assumes nothing)."""
 
     label: str
     description: str
     prefix: str = "epsilon >="
+    tag: str = ""
 
 
 #: Trade-off families a one-run f-DP audit can test (``family=`` of :func:`fdp_epsilon`).  Only
@@ -229,10 +232,11 @@ class FDPFamily:
 FDP_FAMILIES: dict[str, FDPFamily] = {
     "dp": FDPFamily("(eps, delta)-DP", "(eps, delta)-DP curve f_{eps,delta}: valid for every mechanism"),
     "gdp": FDPFamily("mu-GDP test", "mu-GDP test (the Gaussian mechanism matched to (eps, delta)): valid only "
-                                    "for Gaussian mechanisms", "mu-GDP test: epsilon >="),
+                                    "for Gaussian mechanisms", "mu-GDP test: epsilon >=", "if mu-GDP"),
     "dpsgd": FDPFamily("DP-SGD curve (assumes DP-SGD at its q, T)",
                        "DP-SGD's own curve at its q and steps (the noise multiplier searched): valid only if "
-                       "the training is DP-SGD at that q and T", "if DP-SGD at its q and T: epsilon >="),
+                       "the training is DP-SGD at that q and T", "if DP-SGD at its q and T: epsilon >=",
+                       "if DP-SGD"),
 }
 
 
@@ -327,34 +331,49 @@ def _check_family(family: str, mechanism: DPSGDCurve | None) -> str:
     return name
 
 
+#: Steps per octave of the noise multipliers ``_dpsgd_epsilon`` tries: every search visits points
+#: ``2^(j / _SIGMA_STEPS)`` of one lattice, so audits of one training share their accountings
+#: (memoised by :func:`_dpsgd_profile`), and the bound is that of a noise multiplier within 0.3%
+#: of the smallest falsified one, on its falsified side (valid, never above the exact search's).
+_SIGMA_STEPS = 256
+
+
 def _dpsgd_epsilon(tests: Sequence[tuple[int, int, int, float]], delta: float, k: int,
                    mechanism: DPSGDCurve) -> float:
-    """Epsilon at ``delta`` of the smallest noise multiplier whose DP-SGD curve is falsified by
-    any of ``tests`` ((m, r, v, alpha) each), 0 if none is.
+    """Epsilon at ``delta`` of the smallest noise multiplier of the lattice ``2^(j / 256)`` whose
+    DP-SGD curve is falsified by any of ``tests`` ((m, r, v, alpha) each), 0 if none is.
 
     A larger noise multiplier is a stronger claim, so the falsified set is an interval
-    ``[sigma*, inf)``, found by bisection on log sigma; the bound is the accountant's lower
-    bound on epsilon at the falsified end of the final bracket."""
+    ``[sigma*, inf)``: octaves from 1 bracket it, bisection on the lattice's exponents
+    closes it, and the bound is the accountant's lower bound on epsilon at the falsified end
+    (0 when the claim of noise multiplier 64 stands)."""
     from subaudit.accounting import canonical_adjacency, epsilon
 
     adjacency = canonical_adjacency(mechanism.adjacency)
 
-    def falsified(sigma: float) -> bool:
+    def falsified(j: int) -> bool:
+        sigma = 2.0 ** (j / _SIGMA_STEPS)
         fbar_inv = _profile_fbar_inv(*_dpsgd_profile(sigma, mechanism.q, mechanism.steps, adjacency))
         return any(_fdp_margin(m, r, v, a, fbar_inv, k) > 0 for m, r, v, a in tests)
 
-    hi = 64.0
-    if not falsified(hi):
-        return 0.0
-    lo = hi
-    while falsified(lo):
-        if lo < 0.05:
-            raise RuntimeError(f"one-run audit: DP-SGD still falsified at noise multiplier {lo:g}")
-        hi, lo = lo, lo / 2.0
-    for _ in range(24):  # the log-width shrinks to 2^-24 of an octave
-        mid = math.sqrt(lo * hi)
+    top, floor = 6 * _SIGMA_STEPS, -5 * _SIGMA_STEPS  # sigma 64 (the strongest claim tried), 1/32
+    if falsified(0):  # octaves from sigma 1 (the accountings of large sigma are slow: seconds each)
+        hi = 0
+        while falsified(lo := hi - _SIGMA_STEPS):
+            if lo <= floor:
+                raise RuntimeError("one-run audit: DP-SGD still falsified at noise multiplier "
+                                   f"{2.0 ** (lo / _SIGMA_STEPS):g}")
+            hi = lo
+    else:
+        lo = 0
+        while not falsified(hi := lo + _SIGMA_STEPS):
+            if hi >= top:
+                return 0.0
+            lo = hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
         lo, hi = (lo, mid) if falsified(mid) else (mid, hi)
-    return float(epsilon(hi, mechanism.q, mechanism.steps, delta, adjacency).epsilon_lower)
+    return float(epsilon(2.0 ** (hi / _SIGMA_STEPS), mechanism.q, mechanism.steps, delta, adjacency).epsilon_lower)
 
 
 def fdp_epsilon(canaries: int, guesses: int, correct: int, delta: float, alpha: float = 0.05, k: int = 2, *,

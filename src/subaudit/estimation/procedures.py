@@ -239,13 +239,15 @@ def _accountant(segments: tuple[tuple[float, float, int], ...], delta: float) ->
 
 def bound_rows(sets: Sequence[ScoreSet], *, game: str, history: Sequence[Sequence[float]], delta: float,
                alpha: float, procedures: Sequence[str] = tuple(PROCEDURES), family: str = "dp",
-               bonferroni: bool = True) -> list[dict[str, Any]]:
+               white_box_families: Sequence[str] = (), bonferroni: bool = True) -> list[dict[str, Any]]:
     """Rows of one audit: per (score set, procedure) the lower bound at confidence ``1 - alpha``
     (f-DP procedures: of ``family``'s curve, named in the row), the most its m canaries can
     show, the accountant's epsilon of the training (``history`` of (sigma, q, steps), Opacus'
     format) under both adjacencies and the game's (``reference``), and the final-iterate
-    ceiling for white-box canaries of a one-setting training. ``bonferroni=False`` takes the
-    papers' uncorrected best guess count (column ``bonferroni``): not valid, for reproduction."""
+    ceiling for white-box canaries of a one-setting training. The white-box sets' f-DP bounds
+    are also tested against each curve of ``white_box_families`` (``"dpsgd"``: the training's
+    own), a row each. ``bonferroni=False`` takes the papers' uncorrected best guess count
+    (column ``bonferroni``): not valid, for reproduction."""
     from subaudit.estimation.ceilings import final_iterate_epsilon
 
     adjacency = ADJACENCY[check_choice(game, "game", GAMES)]
@@ -262,14 +264,15 @@ def bound_rows(sets: Sequence[ScoreSet], *, game: str, history: Sequence[Sequenc
         for p in procedures:
             if k > 2 and not PROCEDURES[p].kary:
                 continue  # k-ary slots: the f-DP procedures only
-            fam = family_of(p, family)
-            rows.append({"canaries": s.canaries, "score": s.score, "procedure": p, "family": fam,
-                         "bonferroni": bool(bonferroni), "m": m,
-                         "epsilon": procedure_epsilon(p, s.scores, s.bits, delta, alpha, game=game, family=fam,
-                                                      history=segments, bonferroni=bonferroni),
-                         "perfect": perfect_epsilon(p, m, delta, alpha, family=fam, game=game,
-                                                    history=segments if fam == "dpsgd" else None, k=k),
-                         "adjacency": adjacency, "reference": accountant[adjacency],
-                         "eps_add_remove": accountant["add-remove"], "eps_substitute": accountant["substitute"],
-                         "ceiling": ceiling if s.white_box else None})
+            families = (family, *white_box_families) if s.white_box else (family,)
+            for fam in dict.fromkeys(family_of(p, f) for f in families):
+                rows.append({"canaries": s.canaries, "score": s.score, "procedure": p, "family": fam,
+                             "bonferroni": bool(bonferroni), "m": m,
+                             "epsilon": procedure_epsilon(p, s.scores, s.bits, delta, alpha, game=game, family=fam,
+                                                          history=segments, bonferroni=bonferroni),
+                             "perfect": perfect_epsilon(p, m, delta, alpha, family=fam, game=game,
+                                                        history=segments if fam == "dpsgd" else None, k=k),
+                             "adjacency": adjacency, "reference": accountant[adjacency],
+                             "eps_add_remove": accountant["add-remove"], "eps_substitute": accountant["substitute"],
+                             "ceiling": ceiling if s.white_box else None})
     return rows

@@ -39,7 +39,8 @@ from subaudit.devices import fixed_threads
 from subaudit.estimation.procedures import ScoreSet, bound_rows
 from subaudit.integrations.audit import OneRunAudit
 from subaudit.integrations.networks import build
-from subaudit.scenarios.deep import CASES, DEEP_KINDS, PROXY_RECORDS, Pairs, make_pairs, training_groups
+from subaudit.scenarios.deep import (CASES, DEEP_KINDS, PROXY_RECORDS, Pairs, case_audits, case_training,
+                                     make_pairs)
 from subaudit.seeding import derive_seed
 from subaudit.validation import Diverged, ParameterError, check_choice, check_count
 
@@ -402,15 +403,18 @@ def load_audit(path: str) -> DeepAudit:
 
 
 def audit_rows(audit: DeepAudit, *, delta: float, alpha: float, procedures: Sequence[str],
-               family: str = "dp", bonferroni: bool = True) -> list[dict[str, Any]]:
+               family: str = "dp", white_box_families: Sequence[str] = (),
+               bonferroni: bool = True) -> list[dict[str, Any]]:
     """An audit's rows (per kind, score and procedure: the bound, of ``family``'s curve for the
-    f-DP procedures, beside the accountant's epsilon of its training and, for gradient
-    canaries, the ceiling), with its description. ``bonferroni=False``: the papers' uncorrected
-    best guess count, not valid (reproduction only)."""
+    f-DP procedures and, for white-box kinds, of each of ``white_box_families``' too, beside the
+    accountant's epsilon of its training and, for gradient canaries, the ceiling), with its
+    description. ``bonferroni=False``: the papers' uncorrected best guess count, not valid
+    (reproduction only)."""
     sets = [ScoreSet(kind, score, values, audit.bits[kind], DEEP_KINDS[kind].white_box)
             for kind, by_score in audit.scores.items() for score, values in by_score.items()]
     rows = bound_rows(sets, game=audit.info["game"], history=audit.history, delta=delta, alpha=alpha,
-                      procedures=procedures, family=family, bonferroni=bonferroni)
+                      procedures=procedures, family=family, white_box_families=white_box_families,
+                      bonferroni=bonferroni)
     described = {k: v for k, v in audit.info.items() if k != "examples"}
     return [{**described, "kind": r.pop("canaries"), **r} for r in rows]
 
@@ -449,9 +453,13 @@ def training_rate(network: str, *, classes: int, channels: int, side: int, batch
 
 def audit_examples(deep_params: Mapping[str, Any]) -> dict[str, int]:
     """Examples the DP trainings of a ``deep`` configuration process, per case (all its
-    audits: games x repeats x trainings per audit (``deep.trainings``), each steps x batch x
-    augmentations in expectation: every augmented view is a forward and backward pass)."""
-    groups = len(training_groups(deep_params["kinds"], deep_params["trainings"]))
-    audits = len(deep_params["games"]) * int(deep_params["repeats"]) * groups
-    return {case: audits * int(c["steps"]) * int(c["batch"]) * int(c.get("augmentations", 1))
-            for case, c in deep_params["cases"].items()}
+    trainings: games x groups (``deep.trainings``) x repeats, a case's own where it chooses
+    them, each steps x batch x augmentations in expectation: every augmented view is a forward
+    and backward pass)."""
+    trainings = case_audits(deep_params)
+    out = {}
+    for case in deep_params["cases"]:
+        c = case_training(deep_params, case)
+        count = sum(1 for t in trainings if t[0] == case)
+        out[case] = count * int(c["steps"]) * int(c["batch"]) * int(c.get("augmentations", 1))
+    return out

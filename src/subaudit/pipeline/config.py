@@ -207,7 +207,8 @@ def _check_deep(params: Mapping[str, Any], source: str) -> None:
     from subaudit.data import SOURCES
     from subaudit.estimation.procedures import GAMES, PROCEDURES, least_canaries
     from subaudit.scenarios.canary_optimisation import PROXY_NETWORKS
-    from subaudit.scenarios.deep import CASES, DEEP_KINDS, NETWORK_COSTS, NETWORK_NAMES, PROXY_RECORDS, SCORES
+    from subaudit.scenarios.deep import (CASES, DEEP_KINDS, NETWORK_COSTS, NETWORK_NAMES, PROXY_RECORDS, SCORES,
+                                         case_setting)
 
     deep = params["deep"]
     if deep["source"] is None:
@@ -221,9 +222,13 @@ def _check_deep(params: Mapping[str, Any], source: str) -> None:
         for i, name in enumerate(deep[key]):
             if name not in registry:
                 raise _invalid(source, f"deep.{key}[{i}]", name, "one of " + ", ".join(registry))
-    for name in deep["cases"]:
+    for name, case in deep["cases"].items():
         if name not in CASES:
             raise _invalid(source, f"deep.cases.{name}", name, "cases named " + ", ".join(CASES))
+        for key, allowed in (("kinds", deep["kinds"]), ("games", GAMES)):
+            for i, value in enumerate(case.get(key, ())):
+                if value not in allowed:
+                    raise _invalid(source, f"deep.cases.{name}.{key}[{i}]", value, "one of " + ", ".join(allowed))
     meta = deep["metagradient"]
     for key, registry in (("network", PROXY_NETWORKS), ("base_from", PROXY_RECORDS)):
         if meta[key] not in registry:
@@ -233,21 +238,27 @@ def _check_deep(params: Mapping[str, Any], source: str) -> None:
                        f"at most deep.sizes.{meta['base_from']} = {deep['sizes'][meta['base_from']]} "
                        f"(the records deep.metagradient.base_from names)")
     parameters = NETWORK_COSTS[deep["network"]].parameters
-    if "gradient" in deep["kinds"] and deep["gradient_canaries"] * deep["gradient_width"] > parameters:
-        raise _invalid(source, "deep.gradient_canaries", deep["gradient_canaries"],
-                       f"at most {parameters // deep['gradient_width']} slots of deep.gradient_width = "
-                       f"{deep['gradient_width']} coordinates ({deep['network']} has {parameters} parameters)")
+    for name in deep["cases"]:
+        sel = case_setting(deep, name)
+        key = f"deep.cases.{name}.gradient_canaries" if "gradient_canaries" in deep["cases"][name] else \
+            "deep.gradient_canaries"
+        if "gradient" in sel["kinds"] and sel["gradient_canaries"] * deep["gradient_width"] > parameters:
+            raise _invalid(source, key, sel["gradient_canaries"],
+                           f"at most {parameters // deep['gradient_width']} slots of deep.gradient_width = "
+                           f"{deep['gradient_width']} coordinates ({deep['network']} has {parameters} parameters)")
     inputs = [k for k in deep["kinds"] if not DEEP_KINDS[k].white_box]
     need = 2 * deep["canaries"] * len(inputs)
     if need > deep["sizes"]["pool"]:
         raise _invalid(source, "deep.sizes.pool", deep["sizes"]["pool"],
                        f"at least 2 x canaries x input kinds = {need} held-out images")
-    counts = {"canaries": deep["canaries"] if inputs else None,
-              "gradient_canaries": deep["gradient_canaries"] if "gradient" in deep["kinds"] else None}
+    counts = {"deep.canaries": deep["canaries"] if inputs else None,
+              **{(f"deep.cases.{name}.gradient_canaries" if "gradient_canaries" in deep["cases"][name] else
+                  "deep.gradient_canaries"): case_setting(deep, name)["gradient_canaries"]
+                 for name in deep["cases"] if "gradient" in case_setting(deep, name)["kinds"]}}
     for key, count in counts.items():
         for p in deep["procedures"] if count else ():
             if count < least_canaries(p, params["delta"], params["alpha"], family=deep["family"]):
-                raise _invalid(source, f"deep.{key}", count,
+                raise _invalid(source, key, count,
                                f"enough for a positive bound by {p} at confidence {1 - params['alpha']:g}")
 
 

@@ -20,8 +20,10 @@ import seaborn as sns  # noqa: E402
 
 from subaudit.artifacts import atomic_path  # noqa: E402
 from subaudit.estimation import ESTIMATORS  # noqa: E402
+from subaudit.estimation.one_run import FDP_FAMILIES  # noqa: E402
 from subaudit.estimation.procedures import bound_label  # noqa: E402
 from subaudit.scenarios import SCENARIOS  # noqa: E402
+from subaudit.scenarios.deep import DEEP_KINDS  # noqa: E402
 from subaudit.reporting.tables import CEILING, EPS_AR, EPS_GROUP, EPS_S, FINITE_R, deep_view  # noqa: E402
 
 _ACCOUNTING_STYLE = {
@@ -340,30 +342,41 @@ def deep_one_run(table: pd.DataFrame, score: str, title: str) -> plt.Figure:
     palette = dict(zip(procedures, _AUDIT_COLORS))
     fig, axes = plt.subplots(len(games), len(cases), figsize=(max(5.5 * len(cases), _MIN_WIDTH), 4.0 * len(games)),
                              squeeze=False, sharey=True, layout="constrained")
+    keyed = None  # the panel whose legend the figure's is
     for i, game in enumerate(games):
         for j, case in enumerate(cases):
             ax = axes[i][j]
             sub = mine[(mine["game"] == game) & (mine["case"] == case)]
-            sns.barplot(sub, x="kind", y="epsilon", hue="procedure", order=kinds, hue_order=procedures,
-                        palette=palette, errorbar=None, alpha=0.55, ax=ax, legend=(i == 0 and j == 0))
-            sns.stripplot(sub, x="kind", y="epsilon", hue="procedure", order=kinds, hue_order=procedures,
+            if sub.empty:  # a case that audits some games only
+                ax.set_title(f"{case}, {game} game: not audited")
+                ax.set_axis_off()
+                continue
+            order = [k for k in kinds if k in set(sub["kind"])]
+            sns.barplot(sub, x="kind", y="epsilon", hue="procedure", order=order, hue_order=procedures,
+                        palette=palette, errorbar=None, alpha=0.55, ax=ax, legend=keyed is None)
+            keyed = ax if keyed is None else keyed
+            sns.stripplot(sub, x="kind", y="epsilon", hue="procedure", order=order, hue_order=procedures,
                           palette=palette, dodge=True, size=4, edgecolor="black", linewidth=0.5, ax=ax,
                           legend=False, jitter=False)   # seaborn jitters from numpy's global RNG
-            adjacency, ref = sub["adjacency"].iloc[0], sub["reference"].mean()
-            name = "eps_AR" if adjacency == "add-remove" else "eps_S"
-            ax.set_title(f"{case}, {game} game ({adjacency}): accountant {name} = {ref:.3g}")
-            ax.set_xlabel("canary kind (gradient: white-box, scored by its update)")
+            ax.set_title(f"{case}, {game} game ({sub['adjacency'].iloc[0]})\naccountant: eps_AR = "
+                         f"{sub['eps_add_remove'].mean():.3g}, eps_S = {sub['eps_substitute'].mean():.3g}")
+            ax.set_xlabel("canary kind")
+            ax.tick_params(axis="x", labelrotation=20)
             ax.set_ylabel("one-run lower bound on ε at δ (nats)")
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    if axes[0][0].get_legend() is not None:
-        axes[0][0].get_legend().remove()
-    first = mine.groupby("procedure")[["family", "bonferroni"]].first()
+    handles, labels = keyed.get_legend_handles_labels()
+    if keyed.get_legend() is not None:
+        keyed.get_legend().remove()
+    plain = mine["family"].map(lambda f: FDP_FAMILIES[f].tag == "" if f in FDP_FAMILIES else False)
+    first = pd.concat([mine[plain], mine[~plain]]).groupby("procedure")[["family", "bonferroni"]].first()
     fig.legend(handles, [f"{lab} procedure ({bound_label(first.loc[lab, 'family'], first.loc[lab, 'bonferroni'])})"
                          for lab in labels],
                loc="outside lower center", ncol=len(labels), frameon=False)
     reps = int(mine.groupby(["game", "case", "kind", "procedure"])["epsilon"].size().max())
-    m = int(mine["m"].max())
-    fig.suptitle(f"{title}\nm = {m} canaries per kind, input kinds scored by {score}; "
+    white = mine["kind"].str.split(" ").str[0].map(lambda k: k in DEEP_KINDS and DEEP_KINDS[k].white_box)
+    counts = ["/".join(f"{int(m):,}" for m in sorted(mine.loc[side, "m"].unique())) + f" {name}" for side, name in
+              ((~white, "per input kind"), (white, "white-box")) if side.any()]
+    fig.suptitle(f"{title}\nm = {', '.join(counts)} canaries, input kinds scored by {score}, white-box ones by "
+                 f"their update unless named; [if ...]: the curve a bound assumes\n"
                  f"bars: mean over {reps} audits (one DP training each), dots: each audit")
     return fig
 

@@ -39,6 +39,15 @@ def mean_se(frame: pd.DataFrame, keys: list[str], value: str) -> pd.DataFrame:
 #: all its runs, the repeats pooled): the repeats' mean, its standard error, their range
 #: (``low``, ``high``), their count and the pooled number of runs.
 SPREAD = ("mean", "se", "low", "high", "n_repeats", "n_runs")
+#: A natural-data audit's own bounds, repeat by repeat in repeat order ("2.9;3.1;3.0"): settings
+#: that share their random numbers (the same repeat at another C, T or lr) are compared
+#: repeat by repeat.
+REPEATS, REPEAT_SEP = "repeats", ";"
+
+
+def repeat_bounds(cell: Any) -> list[float]:
+    """The bounds a :data:`REPEATS` cell holds, in repeat order."""
+    return [float(x) for x in str(cell).split(REPEAT_SEP)]
 
 
 def repeat_spread(estimates: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -142,12 +151,13 @@ def natural_table(step_acc: pd.DataFrame, estimates: Iterable[Mapping[str, Any]]
     if not est.empty:
         lookup = {(r[panel], r["step"]): r for r in acc_rows}
         keys = list(dict.fromkeys([panel, "step", "scenario", "estimator"]))
+        each = est.sort_values("repeat").groupby(keys)["epsilon"].agg(lambda v: REPEAT_SEP.join(f"{x:.10g}" for x in v))
         for rec in audit_summary(est, pd.DataFrame(list(pooled)), keys).to_dict("records"):
             acc = lookup[(rec[panel], rec["step"])]
             rows.append({panel: rec[panel], "q": acc["q"], "step": rec["step"],
                          "scenario": rec["scenario"], "series": SCENARIOS[rec["scenario"]].title,
                          "estimator": rec["estimator"], **{k: rec[k] for k in ("epsilon", *SPREAD)},
-                         "sigma": acc["sigma"], "delta": acc["delta"]})
+                         REPEATS: each[tuple(rec[k] for k in keys)], "sigma": acc["sigma"], "delta": acc["delta"]})
     table = pd.DataFrame(rows)
     table[["n_repeats", "n_runs"]] = table[["n_repeats", "n_runs"]].astype(int)
     return table.sort_values([panel, "series", "estimator", "step"],
@@ -288,11 +298,16 @@ def deep_table(audits: Iterable[Iterable[Mapping[str, Any]]]) -> pd.DataFrame:
 def deep_view(table: pd.DataFrame, score: str) -> pd.DataFrame:
     """The rows a figure or summary of the deep audits shows: the input kinds read by ``score``
     and the white-box kinds by each of their scores, a white-box kind read by another score than
-    its ``update`` named with it ("gradient (residual)"), so that no two scores are pooled."""
+    its ``update`` named with it ("gradient (residual)"), and a bound of a family that assumes
+    the mechanism named with its assumption ("gradient [if DP-SGD]"), so that no two scores or
+    families are pooled."""
     white = table["kind"].map(lambda k: k in DEEP_KINDS and DEEP_KINDS[k].white_box)
     mine = table[(table["score"] == score) | white].copy()
     other = white[mine.index] & ~mine["score"].str.startswith("update")
     mine.loc[other, "kind"] = mine.loc[other, "kind"] + " (" + mine.loc[other, "score"] + ")"
+    tags = mine["family"].map(lambda f: FDP_FAMILIES[f].tag if f in FDP_FAMILIES else f)
+    assumed = tags != ""
+    mine.loc[assumed, "kind"] = mine.loc[assumed, "kind"] + " [" + tags[assumed] + "]"
     return mine
 
 

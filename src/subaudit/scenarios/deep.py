@@ -38,8 +38,9 @@ from subaudit.validation import ParameterError, check_choice, check_count
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["CASES", "DEEP_KINDS", "NETWORK_COSTS", "NETWORK_NAMES", "PROXY_RECORDS", "SCORES", "TRAININGS", "DeepKind",
-           "NetworkCost", "Pairs", "audit_job_resources", "group_canaries", "make_pairs", "training_groups"]
+__all__ = ["CASES", "CASE_SELECTIONS", "DEEP_KINDS", "NETWORK_COSTS", "NETWORK_NAMES", "PROXY_RECORDS", "SCORES",
+           "TRAININGS", "TRAINING_KEYS", "DeepKind", "NetworkCost", "Pairs", "audit_job_resources", "case_audits",
+           "case_setting", "case_training", "group_canaries", "make_pairs", "training_groups"]
 
 #: Black-box scores of a canary record under the released model (higher: more likely
 #: inserted): ``"loss"`` is minus its final cross-entropy; ``"loss-drop"`` its loss at
@@ -47,7 +48,43 @@ __all__ = ["CASES", "DEEP_KINDS", "NETWORK_COSTS", "NETWORK_NAMES", "PROXY_RECOR
 #: are scored by their coordinate's update instead.
 SCORES: tuple[str, ...] = ("loss", "loss-drop")
 #: The deep-network cases: trained from scratch, or fine-tuned from a pretrained network.
-CASES: tuple[str, ...] = ("scratch", "finetune")
+CASES: dict[str, str] = {
+    "scratch": "DP-SGD from the network's random initialisation",
+    "finetune": "DP-SGD from the network pretrained on the public images",
+    "gap": "DP-SGD from scratch where eps_S is well above eps_AR (full batch, few steps): the substitute "
+           "gap in one training",
+}
+#: What a case may choose for its own trainings instead of the deep phase's (``deep.cases.<case>``
+#: beside its training settings): which kinds and games it audits, how many repeats, and its
+#: gradient canaries and their scores.
+CASE_SELECTIONS: tuple[str, ...] = ("kinds", "games", "repeats", "gradient_canaries", "gradient_scores")
+#: A case's DP-SGD settings (:class:`subaudit.integrations.deep.Training`).
+TRAINING_KEYS: tuple[str, ...] = ("steps", "batch", "lr", "momentum", "noise_multiplier", "clip", "augmentations")
+
+
+def case_setting(deep: Mapping[str, Any], case: str) -> dict[str, Any]:
+    """What ``case`` audits (:data:`CASE_SELECTIONS`): the case's own choice where it makes one,
+    else the deep phase's (``deep`` is params.yaml's ``deep``)."""
+    own = deep["cases"][case]
+    return {key: own.get(key, deep[key]) for key in CASE_SELECTIONS}
+
+
+def case_training(deep: Mapping[str, Any], case: str) -> dict[str, Any]:
+    """The DP-SGD settings of ``case`` (:data:`TRAINING_KEYS`), without its selections."""
+    own = deep["cases"][case]
+    return {key: own[key] for key in TRAINING_KEYS if key in own}
+
+
+def case_audits(deep: Mapping[str, Any]) -> list[tuple[str, str, str, int]]:
+    """Every training of the deep phase as (case, game, group, repeat): per case its games,
+    its trainings' groups (``deep.trainings`` over its kinds) and its repeats."""
+    out = []
+    for case in deep["cases"]:
+        sel = case_setting(deep, case)
+        groups = training_groups(sel["kinds"], deep["trainings"])
+        out += [(case, game, group, repeat) for game in sel["games"] for group in groups
+                for repeat in range(int(sel["repeats"]))]
+    return out
 
 
 @dataclass(frozen=True)
