@@ -12,8 +12,9 @@ pooled bound exceeds it (a statement about epsilon at the estimator's confidence
 when the 95% t interval (n - 1 degrees of freedom) of the repeats' mean bound ends under it
 (a statement about the audit), and *within error* otherwise; with one repeat an audit that is
 not above cannot tell.  Two audits (scenarios, knob values) are compared by the Welch t
-interval of the difference of their repeats' means; with one repeat on either side, that
-comparison cannot tell.  Accountant values are exact (no margin).  Adding a claim is a
+interval of the difference of their repeats' means, or, where they share their random numbers
+(two values of C, T or lr), by the paired t interval of their repeats' differences; with one
+repeat on either side, that comparison cannot tell.  Accountant values are exact (no margin).  Adding a claim is a
 function here and its entry in :data:`CLAIMS` (with the columns it reads from each figure),
 with a test that changes its numbers and its verdict.
 
@@ -34,9 +35,9 @@ from scipy import stats
 
 from subaudit.reporting.tables import EPS_AR, EPS_GROUP, EPS_S, REPEATS, SPREAD, repeat_bounds
 
-__all__ = ["BASELINES", "CLAIMS", "CLAIM_SCORE", "INPUT_SCENARIOS", "LEVEL", "OPTIMISED", "PAPER_SCENARIOS",
-           "STATUS_CODES", "FACTORS", "Claim", "Evidence", "Verdict", "compare", "difference", "final_audits",
-           "GAP_CASE", "format_audit", "judge_all", "paired_difference", "paired_t"]
+__all__ = ["BASELINES", "CLAIMS", "CLAIM_SCORE", "FACTORS", "GAP_CASE", "INPUT_SCENARIOS", "LEVEL", "OPTIMISED",
+           "PAPER_SCENARIOS", "STATUS_CODES", "Claim", "Evidence", "Verdict", "compare", "difference", "final_audits",
+           "format_audit", "judge_all", "paired_difference", "paired_t"]
 
 #: Verdicts and their codes in the metrics file (``dvc metrics diff`` compares numbers).
 STATUS_CODES = {"supported": 1, "cannot tell": 0, "refuted": -1}
@@ -318,8 +319,9 @@ def paired_difference(a: Mapping[str, Any], b: Mapping[str, Any], level: float =
 
 def _weakens(ev: Evidence) -> tuple[str, str, dict[str, float]]:
     """Claim 5, per factor: for each of S3-S5 the input canary's mean bound at the strong end of
-    the knob minus that at the weak end, with its Welch interval; the factor's verdict by the
-    majority of the scenarios."""
+    the knob minus that at the weak end, with its t interval (paired by repeat where the ends
+    share their random numbers, else Welch's); the factor's verdict by the majority of the
+    scenarios."""
     fine = [f for f, s in ev.natural.items() if not s]
     tables = {"q": ev.table(fine[0]) if fine else None,
               **{k: ev.table(ev.ablations[k]) for k in ("clip", "steps", "lr")
