@@ -184,3 +184,15 @@ def test_resolve_device():
     if not torch.cuda.is_available():
         with pytest.raises(ParameterError, match="CUDA is not available"):
             resolve_device("cuda")
+
+
+def test_verify_refuses_a_path_that_is_not_there(tmp_path):
+    """A mistyped path, or a symlink loop, fails in one line naming it (was: exit 0, "0
+    artifacts checked, 0 damaged")."""
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    for path in (tmp_path / "nonexistent", loop):
+        proc = run_cli("verify", str(path), check=False)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr
+        assert f"error: PATH = {str(path)!r} is invalid; allowed: an existing file or folder to verify" in proc.stderr
+

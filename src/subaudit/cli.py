@@ -37,7 +37,7 @@ def _listed(value: Any) -> str:
 
 
 # Library parameter names that differ from their flag.
-_FLAG_OF = {"runs_per_world": "--runs", "target_epsilon": "--target-epsilon"}
+_FLAG_OF = {"runs_per_world": "--runs", "target_epsilon": "--target-epsilon", "paths": "PATH"}
 
 
 class UsageError(Exception):
@@ -319,6 +319,9 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     from subaudit.artifacts import verify
     from subaudit.pipeline.settings import OUTPUT_ROOTS
 
+    for p in args.paths:  # a mistyped path (or a symlink loop) is not "nothing damaged"
+        if not Path(p).exists():
+            raise ParameterError("paths", p, "an existing file or folder to verify")
     files, bad, stale = verify(args.paths)
     workdir = Path(args.workdir).resolve()
     roots = [workdir / r for r in OUTPUT_ROOTS]

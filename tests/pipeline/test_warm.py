@@ -140,6 +140,20 @@ def test_signals_reach_the_job_and_its_status_is_the_jobs(worker, tmp_path):
     assert proc.wait(10) != 0 and _wait_gone(child)
 
 
+def test_a_child_killed_by_a_signal_ends_the_job_by_that_signal(worker, tmp_path):
+    """SIGKILL of the job's child (what the out-of-memory killer sends) ends the job as SIGKILL
+    would end it in its own process (Snakemake: exit 137), and says so; was an OSError from
+    setting SIGKILL's handler."""
+    script = tmp_path / "job.py"
+    script.write_text(JOB)
+    proc = subprocess.Popen([sys.executable, str(script), "sleep"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=environment())
+    child = int(proc.stdout.readline())
+    os.kill(child, signal.SIGKILL)
+    assert proc.wait(10) == -signal.SIGKILL
+    assert "killed by signal 9 (SIGKILL)" in proc.stderr.read()
+
+
 def test_a_job_killed_outright_takes_its_child_with_it(worker, tmp_path):
     proc, child = _sleeping_job(tmp_path)
     proc.kill()

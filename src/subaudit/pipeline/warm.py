@@ -112,8 +112,13 @@ def hand_over() -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     if returncode < 0:  # killed by a signal: end the same way, so Snakemake reports the same
-        signal.signal(-returncode, signal.SIG_DFL)
-        os.kill(os.getpid(), -returncode)
+        signum = -returncode
+        print(f"{LOG_PREFIX} the job was killed by signal {signum} ({signal.Signals(signum).name})",
+              file=sys.stderr, flush=True)
+        if signum not in (signal.SIGKILL, signal.SIGSTOP):  # their disposition cannot be set
+            signal.signal(signum, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [signum])
+        os.kill(os.getpid(), signum)
     os._exit(returncode)
 
 
