@@ -12,6 +12,7 @@ unexport PYTHONDONTWRITEBYTECODE
 
 run: $(STAMP)  ## the default workflow (CPU; network: PyPI and a Debian mirror only): figures in results/figures/
 	$(VENV)/bin/snakemake --cores $(CORES)
+	$(VENV)/bin/python workflow/check_complete.py  # Snakemake leaves a missing output alone if its consumers are up to date
 
 test: $(STAMP)  ## the test suite, on two workers (each module's tests on one)
 	$(VENV)/bin/pytest -q -rs --durations=30 -n 2 --dist loadscope --no-loadscope-reorder

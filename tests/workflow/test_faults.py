@@ -97,3 +97,21 @@ def test_verify_removes_a_damaged_intermediate_and_its_command_rebuilds_it(tiny_
     proc = snakemake(tiny_copy, *command[3:])
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert digests(tiny_copy, "results") == before
+
+
+def test_make_run_never_ends_done_with_an_output_missing(tiny_copy):
+    """A forced job killed after Snakemake removed its output leaves that output missing while
+    its consumers stay up to date, so the next `snakemake` finds "Nothing to be done" and exits
+    0; `make run` then fails naming the file (workflow/check_complete.py), and says how to
+    rebuild it. The state is made as Snakemake makes it: the forced output removed, nothing else."""
+    from conftest import ROOT
+
+    shutil.copy(ROOT / "Makefile", tiny_copy / "Makefile")
+    victim = next(tiny_copy.glob("results/natural/*/scores/*.npz"))
+    victim.unlink()
+    assert job_counts(tiny_copy) == {}                # Snakemake alone: nothing to be done
+    proc = subprocess.run(["make", "run", f"VENV={Path(sys.executable).parent.parent}", "STAMP=", "CORES=1"],
+                          cwd=tiny_copy, capture_output=True, text=True)
+    assert proc.returncode != 0
+    assert str(victim.relative_to(tiny_copy)) in proc.stderr and "Nothing to be done" in proc.stdout + proc.stderr
+
