@@ -275,6 +275,24 @@ def test_bad_use_is_named():
     assert audit.finish(model, data_loader=loader, privacy_engine=engine, score=("loss",)).rows
 
 
+def test_an_audit_refuses_what_it_cannot_audit():
+    """A seed that is not a whole number (1.7 was truncated to seed 1's bits; "abc" and None
+    raised raw errors), and start() called after training (the loss-drop scores were all 0 and
+    every bound 0, silently): refused, by name."""
+    for seed in (1.7, "abc", None, True, -1):
+        with pytest.raises(ParameterError, match="seed"):
+            OneRunAudit(_pairs(64), game="substitute", seed=seed)
+    assert OneRunAudit(_pairs(64), game="substitute", seed=np.int64(3)).seed == 3
+    audit = OneRunAudit(_pairs(64, 12), game="membership", seed=0)
+    model, opt, loader, engine = _linear_training(audit, n=64, zero=8, steps=1, batch=16, sigma=1.0, lr=0.1)
+    _one_step(model, opt, loader)
+    audit.start(model)                        # after training
+    with pytest.raises(AuditError, match=r"parameters at finish\(\) are those at start\(\)"):
+        audit.finish(model, data_loader=loader, privacy_engine=engine)
+    _one_step(model, opt, loader)             # trained since start(): audited
+    assert audit.finish(model, data_loader=loader, privacy_engine=engine).rows
+
+
 def test_misuse_fails_early_and_by_name():
     """Each misuse of the issue-40 probe gets a clear error before any training: canaries of
     another shape than the model or the data takes, float labels (truncated before), a

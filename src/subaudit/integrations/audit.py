@@ -87,6 +87,13 @@ class AuditError(RuntimeError):
     """The audit was used in a way that would void its guarantee."""
 
 
+def _fingerprint(model: torch.nn.Module) -> tuple[float, ...]:
+    """Each parameter's sum and sum of squares (float64): what tells a model trained since from
+    the same model untouched."""
+    with torch.no_grad():
+        return tuple(v for p in model.parameters() for v in (float(p.double().sum()), float(p.double().square().sum())))
+
+
 def draw_bits(seed: int, slots: int, what: str = "input", values: int = 2) -> np.ndarray:
     """The secret uniform values (``0 .. values - 1``, int64; fair bits by default) of ``slots``
     canary slots, from the audit's seed alone (``what`` separates the input and gradient
@@ -263,7 +270,10 @@ class OneRunAudit:
                  gradient_canaries: int = 0, gradient_width: int = 1, delta: float = 1e-5, alpha: float = 0.05,
                  procedures: Sequence[str] = tuple(PROCEDURES), family: str = "dp") -> None:
         self.game = check_choice(game, "game", GAMES)
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+            raise ParameterError("seed", seed, "an integer >= 0 (1.7 would be truncated to the bits of seed 1)")
         self.seed = int(seed)
+        self._start_fingerprint: tuple[float, ...] | None = None
         self.delta = check_probability(delta, "delta")
         self.alpha = check_probability(alpha, "alpha")
         self.procedures = tuple(check_choice(p, "procedures", PROCEDURES) for p in procedures)
@@ -384,6 +394,7 @@ class OneRunAudit:
             self._initial = self._losses(model, batch_size)
         if data_loader is not None:
             self.verify_loader(data_loader)
+        self._start_fingerprint = _fingerprint(model)
 
     def _check_outputs(self, model: torch.nn.Module) -> None:
         x = torch.stack([torch.as_tensor(r[0]) for r in self.pairs[0]])
@@ -548,6 +559,10 @@ class OneRunAudit:
         history = tuple((float(s), float(q), int(t)) for s, q, t in privacy_engine.accountant.history)
         if not history:
             raise AuditError("the privacy engine's accountant has no steps: train before finish()")
+        if self._start_fingerprint is not None and _fingerprint(model) == self._start_fingerprint:
+            raise AuditError("the model's parameters at finish() are those at start(): call start() before "
+                             "training (it records the canaries' losses at initialisation, which loss-drop "
+                             "scores against), not after")
         sets: list[ScoreSet] = []
         if self.pairs:
             for s in score:
