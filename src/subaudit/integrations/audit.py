@@ -270,9 +270,7 @@ class OneRunAudit:
                  gradient_canaries: int = 0, gradient_width: int = 1, delta: float = 1e-5, alpha: float = 0.05,
                  procedures: Sequence[str] = tuple(PROCEDURES), family: str = "dp") -> None:
         self.game = check_choice(game, "game", GAMES)
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-            raise ParameterError("seed", seed, "an integer >= 0 (1.7 would be truncated to the bits of seed 1)")
-        self.seed = int(seed)
+        self.seed = check_count(seed, "seed", 0)  # not int(seed): 1.7 would take seed 1's bits
         self._start_fingerprint: tuple[float, ...] | None = None
         self.delta = check_probability(delta, "delta")
         self.alpha = check_probability(alpha, "alpha")

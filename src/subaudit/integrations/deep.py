@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -456,10 +457,6 @@ def audit_examples(deep_params: Mapping[str, Any]) -> dict[str, int]:
     trainings: games x groups (``deep.trainings``) x repeats, a case's own where it chooses
     them, each steps x batch x augmentations in expectation: every augmented view is a forward
     and backward pass)."""
-    trainings = case_audits(deep_params)
-    out = {}
-    for case in deep_params["cases"]:
-        c = case_training(deep_params, case)
-        count = sum(1 for t in trainings if t[0] == case)
-        out[case] = count * int(c["steps"]) * int(c["batch"]) * int(c.get("augmentations", 1))
-    return out
+    trainings = Counter(case for case, *_ in case_audits(deep_params))
+    return {case: trainings[case] * int(c["steps"]) * int(c["batch"]) * int(c.get("augmentations", 1))
+            for case, c in ((case, case_training(deep_params, case)) for case in deep_params["cases"])}

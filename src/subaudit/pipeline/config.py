@@ -238,12 +238,13 @@ def _check_deep(params: Mapping[str, Any], source: str) -> None:
                        f"at most deep.sizes.{meta['base_from']} = {deep['sizes'][meta['base_from']]} "
                        f"(the records deep.metagradient.base_from names)")
     parameters = NETWORK_COSTS[deep["network"]].parameters
-    for name in deep["cases"]:
-        sel = case_setting(deep, name)
-        key = f"deep.cases.{name}.gradient_canaries" if "gradient_canaries" in deep["cases"][name] else \
-            "deep.gradient_canaries"
-        if "gradient" in sel["kinds"] and sel["gradient_canaries"] * deep["gradient_width"] > parameters:
-            raise _invalid(source, key, sel["gradient_canaries"],
+    # each case's gradient canaries, under the key that sets them (its own, or the deep phase's)
+    gradient = {(f"deep.cases.{name}.gradient_canaries" if "gradient_canaries" in case else
+                 "deep.gradient_canaries"): case_setting(deep, name)["gradient_canaries"]
+                for name, case in deep["cases"].items() if "gradient" in case_setting(deep, name)["kinds"]}
+    for key, count in gradient.items():
+        if count * deep["gradient_width"] > parameters:
+            raise _invalid(source, key, count,
                            f"at most {parameters // deep['gradient_width']} slots of deep.gradient_width = "
                            f"{deep['gradient_width']} coordinates ({deep['network']} has {parameters} parameters)")
     inputs = [k for k in deep["kinds"] if not DEEP_KINDS[k].white_box]
@@ -251,10 +252,7 @@ def _check_deep(params: Mapping[str, Any], source: str) -> None:
     if need > deep["sizes"]["pool"]:
         raise _invalid(source, "deep.sizes.pool", deep["sizes"]["pool"],
                        f"at least 2 x canaries x input kinds = {need} held-out images")
-    counts = {"deep.canaries": deep["canaries"] if inputs else None,
-              **{(f"deep.cases.{name}.gradient_canaries" if "gradient_canaries" in deep["cases"][name] else
-                  "deep.gradient_canaries"): case_setting(deep, name)["gradient_canaries"]
-                 for name in deep["cases"] if "gradient" in case_setting(deep, name)["kinds"]}}
+    counts = {"deep.canaries": deep["canaries"] if inputs else None, **gradient}
     for key, count in counts.items():
         for p in deep["procedures"] if count else ():
             if count < least_canaries(p, params["delta"], params["alpha"], family=deep["family"]):
