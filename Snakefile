@@ -13,6 +13,18 @@ configfile: "params.yaml"
 if workflow.is_main_process:
     validate_params(config, source="params.yaml (merged with any --configfile)")
 
+# A second run in a busy folder: Snakemake checks for incomplete outputs (the other run's jobs
+# in progress) before its lock, so it first suggests --rerun-incomplete, which would recompute
+# them under the running jobs. Where a lock and jobs in progress are recorded, say so first.
+if workflow.is_main_process and any(Path(".snakemake/locks").glob("*.lock")) and any(
+        Path(".snakemake/incomplete").iterdir() if Path(".snakemake/incomplete").is_dir() else ()):
+    import sys as _sys
+
+    print("Another Snakemake run holds this folder's lock (.snakemake/locks) and has jobs in progress: "
+          "if Snakemake reports incomplete files below, they are that run's; wait for it to finish rather "
+          "than --rerun-incomplete. If no run is active (one was killed), `snakemake --unlock`, then rerun "
+          "with --rerun-incomplete.", file=_sys.stderr)
+
 # Snakemake 9's default job rate limit (100 jobs per 1 s) re-arms a 1 s timer after every pass
 # of its scheduler, and every finished job starts another pass, so the timers pile up: after N
 # jobs the scheduler makes N full passes a second (the default run: 181 timer threads and

@@ -453,7 +453,7 @@ def test_estimate_reads_npz_layouts_like_csv(tmp_path):
     assert bad.returncode == 2 and "--step = 7" in bad.stderr and "[5, 10]" in bad.stderr
     np.savez(tmp_path / "d.npz", x=pos)
     bad = run_cli("estimate", str(tmp_path / "d.npz"), "--delta", "1e-5", check=False)
-    assert bad.returncode == 1 and "in_scores" in bad.stderr
+    assert bad.returncode == 2 and "in_scores" in bad.stderr
 
 
 def test_ceiling_and_simulation_take_the_adjacency_spellings(tmp_path):
@@ -489,3 +489,134 @@ def test_settings_beyond_the_accountant_are_named_in_plain_words(args, words):
     assert proc.returncode == 1 and words in proc.stderr
     assert f"{args[1]} {float(args[2]):g}" in proc.stderr and "--delta 1e-05" in proc.stderr
     assert "half a cell;" not in proc.stderr and "far too large" not in proc.stderr
+
+
+#: Bad inputs of every command (issue 54's probes and more): (arguments, exit status, what the one
+#: line must name). {t} is a folder holding bad files (_bad_files), {p} the repository's
+#: params.yaml. Exit 2: the input is wrong (a flag, a file); 1: a valid setting beyond the
+#: accountant's reach (AccountingRangeError).
+_ACCOUNT = ("--q", "1", "--steps", "1", "--delta", "1e-5")
+_BAD_INPUTS = [
+    (("account", "--sigma", "1e-200", *_ACCOUNT, "--adjacency", "substitute"), 2, "--sigma = 1e-200"),
+    (("account", "--sigma", "1", "--q", "1", "--steps", "100000000000", "--delta", "1e-5", "--adjacency",
+      "substitute"), 1, "--steps 100000000000"),
+    (("account", "--sigma", "1", "--q", "1", "--steps", "1", "--delta", "1e-300", "--adjacency", "substitute"),
+     1, "--delta 1e-300"),
+    (("account", "--sigma", "1", *_ACCOUNT, "--adjacency", "neighbours"), 2, "--adjacency = 'neighbours'"),
+    (("statement", "--sigma", "1", "1e-200", "--q", "1", "--steps", "1", "--delta", "1e-5"), 2,
+     "--sigma (segment 2) = 1e-200"),
+    (("calibrate", "--target-epsilon", "1e200", *_ACCOUNT, "--adjacency", "substitute"), 1, "--target-epsilon 1e+200"),
+    (("gdp-epsilon", "--mu", "1e308", "--delta", "1e-5"), 2, "--mu = 1e+308"),
+    (("gdp-epsilon", "--mu", "1", "--delta", "1"), 2, "--delta = 1.0"),
+    (("estimate", "{t}/bad.npz", "--delta", "1e-5"), 2, "SCORES {t}/bad.npz: not an .npz archive"),
+    (("estimate", "{t}/truncated.npz", "--delta", "1e-5"), 2, "SCORES {t}/truncated.npz: "),
+    (("estimate", "{t}/objects.npz", "--delta", "1e-5"), 2, "SCORES {t}/objects.npz: "),
+    (("estimate", "{t}/bytes.csv", "--delta", "1e-5"), 2, "SCORES {t}/bytes.csv: not a readable CSV"),
+    (("estimate", "{t}/words.csv", "--delta", "1e-5"), 2, "SCORES {t}/words.csv: column score is not numbers"),
+    (("estimate", "{t}/empty.csv", "--delta", "1e-5"), 2, "SCORES {t}/empty.csv: not a readable CSV"),
+    (("estimate", "{t}", "--delta", "1e-5"), 2, "SCORES {t}: a folder, not a scores file"),
+    (("estimate", "{t}/none.csv", "--delta", "1e-5"), 2, "SCORES {t}/none.csv: no such file"),
+    (("estimate", "{t}/scores.txt", "--delta", "1e-5"), 2, "SCORES {t}/scores.txt: not a .csv or .npz file"),
+    (("ceiling", "--sigma", "1", "--q", "0.5", "--steps", "10", "--delta", "1e-5", "--max-terms", "-1"), 2,
+     "--max-terms = -1"),
+    (("ceiling", "--sigma", "1e-200", "--q", "1", "--steps", "10", "--delta", "1e-5"), 2, "--sigma = 1e-200"),
+    (("ceiling", "--sigma", "1e-149", "--q", "1", "--steps", "100000000", "--delta", "1e-5"), 2,
+     "--sigma = 1e-149"),
+    (("one-run", "--scores", "{t}/bad.npz", "--method", "fdp", "--delta", "1e-5"), 2,
+     "--scores {t}/bad.npz: not an .npz archive"),
+    (("one-run", "--scores", "{t}", "--method", "fdp", "--delta", "1e-5"), 2, "--scores {t}: a folder"),
+    (("one-run", "--method", "fdp", "--family", "dpsgd", "--q", "1", "--steps", "1000000000000", "--canaries",
+      "100", "--guesses", "10", "--correct", "9", "--delta", "1e-5"), 2, "--family dpsgd --q 1 --steps 1000000000000"),
+    (("one-run", "--method", "steinke", "--canaries", "10", "--guesses", "20", "--correct", "5", "--delta",
+      "1e-5"), 2, "--guesses = 20"),
+    (("deep-cost", "--params", "{p}", "--batch", "-5"), 2, "--batch = -5"),
+    (("deep-cost", "--params", "{p}", "--batch", "100000000"), 2, "--batch = 100000000 is invalid; allowed: a size "
+                                                                   "that fits in memory: this one needs about"),
+    (("deep-cost",), 2, "--params params.yaml: no such file"),
+    (("deep-cost", "--params", "{t}"), 2, "--params {t}: a folder"),
+    (("deep-cost", "--params", "{t}/broken.yaml"), 2, "--params {t}/broken.yaml: not valid YAML (line 2"),
+    (("deep-cost", "--params", "{t}/tag.yaml"), 2,
+     "--params {t}/tag.yaml: not valid YAML (line 1, column 7): could not determine a constructor"),
+    (("deep-cost", "--params", "{t}/list.yaml"), 2, "--params {t}/list.yaml: expected a mapping"),
+    (("deep-cost", "--params", "{t}/unknown.yaml"), 2, "{t}/unknown.yaml: unknown key"),
+    (("prefetch",), 2, "--params params.yaml: no such file"),
+    (("prefetch", "--params", "{t}/tag.yaml"), 2, "--params {t}/tag.yaml: not valid YAML"),
+    (("prefetch", "--params", "{p}", "--root", "{t}/bad.npz"), 2, "--root = '{t}/bad.npz'"),
+    (("prefetch", "--params", "{p}", "--configfile", "{t}/broken.yaml"), 2, "--configfile {t}/broken.yaml: not valid"),
+    (("prefetch", "--params", "{p}", "--configfile", "{t}/none.yaml"), 2, "--configfile {t}/none.yaml: no such file"),
+    (("simulate-s1", "--sigma", "1", "--q", "1", "--steps", "1", "--runs", "10000000000000", "--out", "{t}/x.csv"),
+     2, "--runs = 10000000000000 is invalid; allowed: a size that fits in memory: this one needs about"),
+    (("simulate-s1", "--sigma", "1", "--q", "1", "--steps", "1", "--runs", "10", "--out", "{t}"), 2,
+     "--out = '{t}'"),
+    (("simulate-s1", "--sigma", "1e-200", "--q", "0.5", "--steps", "3", "--runs", "10", "--out", "{t}/x.csv"), 2,
+     "--sigma = 1e-200"),
+    (("simulate-s1", "--sigma", "1", "--q", "1", "--steps", "1", "--runs", "10", "--out", "{t}/bad.npz/x.csv"), 2,
+     "{t}/bad.npz"),
+    (("bench", "--device", "tpu"), 2, "--device = 'tpu'"),
+    (("verify", "{t}/none"), 2, "PATH = '{t}/none'"),
+]
+
+
+def _bad_files(folder: Path) -> None:
+    """The bad files the table names."""
+    (folder / "bad.npz").write_bytes(b"not a zip archive")
+    np.savez(folder / "truncated.npz", score=np.arange(1000.0), label=np.arange(1000) % 2)
+    whole = (folder / "truncated.npz").read_bytes()
+    (folder / "truncated.npz").write_bytes(whole[:len(whole) // 2])
+    np.savez(folder / "objects.npz", score=np.array([{"a": 1}, None], dtype=object), label=np.array([1, 0]))
+    (folder / "bytes.csv").write_bytes(b"score,label\n0.5,1\n\xff\xfe,0\n")
+    (folder / "words.csv").write_text("score,label\nhigh,1\nlow,0\n")
+    (folder / "empty.csv").write_text("")
+    (folder / "scores.txt").write_text("0.5 1\n")
+    (folder / "broken.yaml").write_text("seed: [1, 2\n")
+    (folder / "tag.yaml").write_text('seed: !!python/object/apply:os.system ["echo hi"]\n')
+    (folder / "list.yaml").write_text("- 1\n- 2\n")
+    (folder / "unknown.yaml").write_text("seed: 1\ncolour: blue\n")
+
+
+def test_every_command_gives_one_line_for_each_bad_input(tmp_path, monkeypatch, repo_root):
+    """Each bad input of the table: one line on stderr naming the flag or file (a traceback, a
+    second line or an unnamed error fails), nothing on stdout, the table's exit status; the table
+    covers every command."""
+    from subaudit.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    assert {args[0] for args, _, _ in _BAD_INPUTS} == set(sub.choices)
+    folder = tmp_path / "bad"
+    folder.mkdir()
+    _bad_files(folder)
+    monkeypatch.chdir(tmp_path)                 # no params.yaml here
+    fill = {"t": str(folder), "p": str(repo_root / "params.yaml")}
+    for args, status, named in _BAD_INPUTS:
+        argv = [a.format(**fill) for a in args]
+        proc = run_cli(*argv, check=False)
+        err = proc.stderr.strip()
+        assert (proc.returncode, len(err.splitlines())) == (status, 1), (argv, proc.returncode, err)
+        assert err.startswith(f"subaudit {args[0]}: error: ") and named.format(**fill) in err, (argv, err)
+        assert proc.stdout == "", argv
+    assert sorted(p.name for p in folder.iterdir()) == sorted(  # nothing written, nothing half-written
+        ["bad.npz", "truncated.npz", "objects.npz", "bytes.csv", "words.csv", "empty.csv", "scores.txt", "broken.yaml",
+         "tag.yaml", "list.yaml", "unknown.yaml"])
+
+
+def test_a_full_disk_is_named_with_the_file(tmp_path):
+    """`simulate-s1 --out` on a full file system (a 64 KiB tmpfs, mounted as root as CI runs):
+    one line naming the file and the system's words, exit 1 (the input is fine, the disk is not),
+    and no file or temporary left behind."""
+    import os
+    import subprocess
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)],
+                                           capture_output=True).returncode:
+        pytest.skip("mounting a small tmpfs needs root (CI runs as root)")
+    try:
+        proc = run_cli("simulate-s1", "--sigma", "1", "--q", "1", "--steps", "1", "--runs", "20000", "--out",
+                       str(disk / "x.csv"), check=False)
+        err = proc.stderr.strip()
+        assert proc.returncode == 1 and len(err.splitlines()) == 1, err
+        assert str(disk) in err and "No space left on device" in err, err
+        assert list(disk.iterdir()) == []
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)

@@ -107,6 +107,11 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         yield Path(tmp)
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; results are for sharing
         os.replace(tmp, dest)
+    except OSError as err:           # a full disk names no file: name the destination
+        Path(tmp).unlink(missing_ok=True)
+        if err.filename is None:
+            raise type(err)(err.errno, err.strerror, str(dest)) from err
+        raise
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

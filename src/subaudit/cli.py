@@ -4,8 +4,11 @@ Accountants, privacy statements, calibration, estimation, ceilings, one-run audi
 simulation, bench, artifact checks.
 
 The flags are a contract (tests and users script against them). With ``--json`` a
-command prints exactly one JSON object on stdout. Invalid values exit with status 2
-and one line on stderr naming the flag and its allowed range.
+command prints exactly one JSON object on stdout. A bad input (a value out of its range, a
+count whose arrays would not fit in memory, a file that is missing, a folder, unreadable or
+not in an accepted layout) exits with status 2 and one line on stderr naming the flag or
+file and what is allowed; a valid setting beyond the accountant's numerical reach, degenerate
+data or a failing disk exit with 1, also in one line. No input gives a traceback.
 """
 
 from __future__ import annotations
@@ -13,7 +16,8 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -22,7 +26,7 @@ from subaudit.estimation import DEFAULT_ESTIMATOR, ESTIMATORS
 from subaudit.artifacts import dumps
 from subaudit.estimation.one_run import GUESS_RULES, ONE_RUN_METHODS
 from subaudit.pipeline.score_files import SCORE_LAYOUTS
-from subaudit.validation import ParameterError
+from subaudit.validation import ConfigError, ParameterError
 
 S1_ADJACENCIES = ("substitute", "add-remove")
 
@@ -128,14 +132,23 @@ def _cmd_gdp_epsilon(args: argparse.Namespace) -> None:
           f"epsilon = {eps:.6g} (mu = {args.mu:g}-GDP at delta = {args.delta:g})")
 
 
-def _cmd_estimate(args: argparse.Namespace) -> None:
-    from subaudit.estimation import estimate_epsilon, reversed_evidence, score_summary
+def _scores_file(path: str, flag: str, step: int | None = None) -> tuple[Any, Any]:
+    """(scores, labels) from an audit's scores file, or a UsageError naming ``flag``, the file
+    and what is wrong with it (missing, a folder, not one of the layouts, damaged)."""
     from subaudit.pipeline.score_files import load_audit_scores
 
     try:
-        scores, labels = load_audit_scores(args.scores, args.step)
-    except FileNotFoundError as err:
-        raise UsageError(f"SCORES: {err}") from None
+        return load_audit_scores(path, step)
+    except ParameterError:          # --step: not a checkpoint of the file
+        raise
+    except (OSError, ValueError) as err:
+        raise UsageError(f"{flag} {err}") from None
+
+
+def _cmd_estimate(args: argparse.Namespace) -> None:
+    from subaudit.estimation import estimate_epsilon, reversed_evidence, score_summary
+
+    scores, labels = _scores_file(args.scores, "SCORES", args.step)
     est = estimate_epsilon(scores, labels, delta=args.delta, alpha=args.alpha,
                            estimator=args.estimator)
     summary = score_summary(scores, labels)
@@ -191,26 +204,38 @@ def _one_run_family(args: argparse.Namespace) -> tuple[str, Any]:
     return "dpsgd", DPSGDCurve(args.q, args.steps, args.adjacency)
 
 
+@contextmanager
+def _curve_in_reach(args: argparse.Namespace) -> Iterator[None]:
+    """--family dpsgd: a training whose curve the accountant cannot resolve at the noise
+    multipliers the bound searches is named by its flags (the library names its sigma)."""
+    try:
+        yield
+    except ParameterError as err:
+        if err.name != "sigma":
+            raise
+        raise UsageError(f"--family dpsgd --q {args.q:g} --steps {args.steps}: the accountant resolves DP-SGD's "
+                         f"curve at no noise multiplier the bound searches (sigma = {err.value:g} failed): a "
+                         "training of fewer steps") from None
+
+
 def _cmd_one_run(args: argparse.Namespace) -> None:
     from subaudit.estimation.one_run import FDP_FAMILIES, best_one_run_epsilon
     from subaudit.estimation.procedures import claim_prefix
     from subaudit.estimation.roc import validate_scores_labels
-    from subaudit.pipeline.score_files import load_audit_scores
 
     family, mechanism = _one_run_family(args)
     counts = (args.canaries, args.guesses, args.correct)
     if args.scores is not None:
         if any(c is not None for c in counts):
             raise UsageError("give either --scores or --canaries/--guesses/--correct, not both")
-        try:        # the layouts and label checks of `estimate`: labels 0/1 (or bool), both present
-            scores, labels = load_audit_scores(args.scores)
+        scores, labels = _scores_file(args.scores, "--scores")
+        try:        # the label checks of `estimate`: labels 0/1 (or bool), both present
             scores, labels = validate_scores_labels(scores, labels)
-        except FileNotFoundError as err:
-            raise UsageError(f"--scores: {err}") from None
         except ValueError as err:
             raise UsageError(f"--scores {args.scores}: {err} (label 1: the canary was inserted)") from None
-        eps = best_one_run_epsilon(scores, labels.astype(bool), args.delta, args.alpha, args.method, args.k,
-                                   rule=args.rule, family=family, mechanism=mechanism)
+        with _curve_in_reach(args):
+            eps = best_one_run_epsilon(scores, labels.astype(bool), args.delta, args.alpha, args.method, args.k,
+                                       rule=args.rule, family=family, mechanism=mechanism)
         out = {"epsilon": eps, "method": args.method, "canaries": int(scores.size), "rule": args.rule,
                "guesses": "searched (Bonferroni over the guess grid)"}
     else:
@@ -219,8 +244,9 @@ def _cmd_one_run(args: argparse.Namespace) -> None:
         kwargs = {"k": args.k, "family": family, "mechanism": mechanism} if args.method == "fdp" else {}
         if args.method != "fdp" and args.k != 2:
             raise ParameterError("k", args.k, "2 (the steinke bound is for membership)")
-        eps = ONE_RUN_METHODS[args.method](args.canaries, args.guesses, args.correct, args.delta,
-                                           args.alpha, **kwargs)
+        with _curve_in_reach(args):
+            eps = ONE_RUN_METHODS[args.method](args.canaries, args.guesses, args.correct, args.delta,
+                                               args.alpha, **kwargs)
         out = {"epsilon": eps, "method": args.method, "canaries": args.canaries,
                "guesses": args.guesses, "correct": args.correct}
     out.update(delta=args.delta, alpha=args.alpha, k=args.k, family=family, tests=FDP_FAMILIES[family].description)
@@ -230,20 +256,24 @@ def _cmd_one_run(args: argparse.Namespace) -> None:
 
 def _configuration(args: argparse.Namespace) -> dict[str, Any]:
     """``--params`` with each ``--configfile`` merged over it as Snakemake merges them, validated."""
-    from subaudit.pipeline.config import load_params
+    from subaudit.pipeline.config import load_params, read_yaml
 
-    params = load_params(args.params)
+    if not Path(args.params).exists():
+        raise UsageError(f"--params {args.params}: no such file (run in the workflow's folder, or give --params FILE)")
+    try:
+        params = load_params(args.params)
+    except ConfigError as err:
+        raise UsageError(f"--params {err}") from None
     if args.configfile:
-        import yaml
         from snakemake.utils import update_config   # how Snakemake merges --configfile
 
         from subaudit.pipeline.config import validate_params
 
         for extra in args.configfile:
-            path = Path(extra)
-            if not path.is_file():
-                raise UsageError(f"--configfile: no such file: {path}")
-            update_config(params, yaml.safe_load(path.read_text()) or {})
+            try:
+                update_config(params, read_yaml(extra))
+            except ConfigError as err:
+                raise UsageError(f"--configfile {err}") from None
         validate_params(params, source=" + ".join([args.params, *args.configfile]))
     return params
 
@@ -251,6 +281,8 @@ def _configuration(args: argparse.Namespace) -> dict[str, Any]:
 def _cmd_prefetch(args: argparse.Namespace) -> None:
     from subaudit.pipeline.prefetch import prefetch
 
+    if not Path(args.root).is_dir():
+        raise ParameterError("root", args.root, "an existing folder (the workflow's, which holds data/raw)")
     done = prefetch(_configuration(args), args.root, weights=not args.no_weights,
                     say=(lambda _m: None) if args.json else print)
     if args.json:
@@ -293,6 +325,8 @@ def _cmd_simulate_s1(args: argparse.Namespace) -> None:
     from subaudit.artifacts import write_csv
     from subaudit.scenarios.s1 import simulate_s1
 
+    if Path(args.out).is_dir():
+        raise ParameterError("out", args.out, "a CSV file's path (this is a folder)")
     audit = simulate_s1(args.sigma, args.q, args.steps, args.runs, adjacency=args.adjacency,
                         seed=args.seed)
     frame = pd.DataFrame({"score": audit.scores[-1], "label": audit.labels.astype(int)})
@@ -587,6 +621,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                  if getattr(args, k, None) is not None]
         print(f"{prog}: error: {' '.join(given)}: {err}" if given else f"{prog}: error: {err}", file=sys.stderr)
         return 1
+    except ConfigError as err:           # a params or preset file that breaks the schema
+        print(f"{prog}: error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:               # a file or folder: named, with what the system said
+        names = " -> ".join(str(f) for f in (err.filename, err.filename2) if f is not None)
+        print(f"{prog}: error: {names or 'a file'}: {err.strerror or err}", file=sys.stderr)
+        return 2 if isinstance(err, _BAD_PATHS) else 1
     except (ValueError, DataError) as err:  # degenerate data, numerics out of reach, a bad download
         print(f"{prog}: error: {err}", file=sys.stderr)
         return 1
@@ -599,6 +640,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     return status or 0
 
+
+#: File errors that are the input's (a path that is missing, a folder, not a folder, not
+#: permitted): exit 2, as other bad input; the others (a full disk, an I/O error) exit 1.
+_BAD_PATHS = (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError, FileExistsError)
 
 #: Packages of the optional extras (pyproject.toml), for the message when one is missing.
 _EXTRAS = {"torch": "engine", "opacus": "engine", "tqdm": "engine", "timm": "features",

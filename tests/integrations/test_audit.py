@@ -277,8 +277,9 @@ def test_bad_use_is_named():
 
 def test_an_audit_refuses_what_it_cannot_audit():
     """A seed that is not a whole number (1.7 was truncated to seed 1's bits; "abc" and None
-    raised raw errors), and start() called after training (the loss-drop scores were all 0 and
-    every bound 0, silently): refused, by name."""
+    raised raw errors), start() called after training (the loss-drop scores were all 0 and
+    every bound 0, silently) and a base dataset of other records than (input, integer label):
+    refused, by name."""
     for seed in (1.7, "abc", None, True, -1):
         with pytest.raises(ParameterError, match="seed"):
             OneRunAudit(_pairs(64), game="substitute", seed=seed)
@@ -291,6 +292,30 @@ def test_an_audit_refuses_what_it_cannot_audit():
         audit.finish(model, data_loader=loader, privacy_engine=engine)
     _one_step(model, opt, loader)             # trained since start(): audited
     assert audit.finish(model, data_loader=loader, privacy_engine=engine).rows
+    # a base dataset that does not hold (input, integer label) records: refused by name when its
+    # dataset is built (the check swallowed every error; dicts then failed in torch's batching)
+    class Dicts(torch.utils.data.Dataset):
+        def __len__(self):
+            return 8
+
+        def __getitem__(self, i):
+            return {"image": torch.zeros(4), "label": 0}
+
+    class Stream(torch.utils.data.IterableDataset):
+        def __iter__(self):
+            return iter([(torch.zeros(4), 0)])
+
+    class Broken(Dicts):
+        def __getitem__(self, i):
+            raise OSError("disk gone")
+
+    for base, refusal in ((Dicts(), r"base\[0\].*an \(input, label\) record"), (Stream(), "base.*map-style"),
+                          (TensorDataset(torch.zeros(8, 4), torch.zeros(8)), r"base\[0\] label.*class index"),
+                          ([(object(), 1)] * 8, r"base\[0\].*convertible to a tensor")):
+        with pytest.raises(ParameterError, match=refusal):
+            OneRunAudit(_pairs(64), game="substitute", seed=0).dataset(base)
+    with pytest.raises(OSError, match="disk gone"):       # the base's own error, not swallowed
+        OneRunAudit(_pairs(64), game="substitute", seed=0).dataset(Broken())
 
 
 def test_misuse_fails_early_and_by_name():

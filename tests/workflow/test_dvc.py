@@ -11,6 +11,7 @@ test_faults' killed shard, test_slurm's cluster run against the session's local 
 
 from __future__ import annotations
 
+import copy
 import os
 import shutil
 import subprocess
@@ -36,17 +37,25 @@ def sh(cwd: Path, *cmd: str) -> str:
     return proc.stdout + proc.stderr
 
 
-def test_a_run_is_versioned_pushed_and_restored(tiny_run, tmp_path, repo_root):
-    """`dvc repro` of the session's tiny run versions every output (data, features, scores,
-    estimates, figures with their CSVs, the report) as it is, then push, pull and the lost
-    object."""
-    origin = Path(shutil.copytree(tiny_run, tmp_path / "origin", symlinks=True))  # timestamps, records
-    for name in ("dvc.yaml", ".dvcignore", ".gitignore"):   # git keeps no results/, as the repository
+def versioned_copy(tiny_run: Path, origin: Path, repo_root: Path) -> Path:
+    """A git and DVC repository holding a copy of the session's tiny run (timestamps and
+    Snakemake's records kept, so it is up to date) with the project's dvc.yaml, Makefile and
+    ignore files; nothing recorded yet."""
+    shutil.copytree(tiny_run, origin, symlinks=True)
+    for name in ("dvc.yaml", ".dvcignore", ".gitignore", "Makefile"):   # git keeps no results/, as the repository
         shutil.copy(repo_root / name, origin / name)
     shutil.copytree(repo_root / "src" / "subaudit", origin / "src" / "subaudit",
                     ignore=shutil.ignore_patterns("__pycache__"))
     sh(origin, "git", "init", "-q")
     sh(origin, "dvc", "init", "-q")
+    return origin
+
+
+def test_a_run_is_versioned_pushed_and_restored(tiny_run, tmp_path, repo_root):
+    """`dvc repro` of the session's tiny run versions every output (data, features, scores,
+    estimates, figures with their CSVs, the report) as it is, then push, pull and the lost
+    object."""
+    origin = versioned_copy(tiny_run, tmp_path / "origin", repo_root)
     sh(origin, "dvc", "remote", "add", "-d", "store", str(tmp_path / "remote"))
 
     out = sh(origin, "dvc", "repro")              # Snakemake, then the completeness check
@@ -121,3 +130,36 @@ def test_a_run_is_versioned_pushed_and_restored(tiny_run, tmp_path, repo_root):
     assert snakemake(origin, f"results/{lost}").returncode == 0
     assert digests(origin / "results") == published
 
+
+
+def test_dvc_records_only_what_the_configuration_owns(tiny_run, tmp_path, repo_root):
+    """A parameter changed, run, reverted and run again (`make run` each time) leaves the changed
+    setting's outputs nowhere DVC versions: they are moved to stale/, named, so `dvc repro`
+    records dvc.lock byte for byte as before the change. Without that, Snakemake leaves them
+    beside the configuration's own outputs and DVC records them (more files, other hashes)."""
+    origin = versioned_copy(tiny_run, tmp_path / "origin", repo_root)
+    sh(origin, "dvc", "repro")
+    lock = (origin / "dvc.lock").read_text()
+    published = digests(origin, *VERSIONED)
+    params = yaml.safe_load((origin / "params.yaml").read_text())
+    assert params["s1"]["target_epsilons"] == [2, 4]
+    make_run = ("make", "run", f"VENV={BIN.parent}", "STAMP=", "CORES=2")
+
+    changed = copy.deepcopy(params)
+    changed["s1"]["target_epsilons"] = [2, 3]
+    write_params(origin, changed)
+    out = sh(origin, *make_run)
+    moved = sorted(p for p in published if "eps4" in p and p.startswith(("results/s1/", "results/accounting/s1/")))
+    assert len(moved) > 4
+    assert "moved to stale/" in out and all(p in out for p in moved[:40])
+    made = digests(origin, *VERSIONED)
+    assert not set(made) & set(moved) and any("eps3" in p for p in made)
+
+    write_params(origin, params)                  # reverted: the eps4 setting again, eps3 stale
+    out = sh(origin, *make_run)
+    assert all(p in out for p in sorted(set(made) - set(published))[:40])
+    assert digests(origin, *VERSIONED) == published
+    out = sh(origin, "dvc", "repro")
+    assert (origin / "dvc.lock").read_text() == lock
+    assert sorted(str(p.relative_to(origin)).split("/", 2)[2] for p in (origin / "stale").rglob("*")
+                  if p.is_file()) == sorted(set(published) ^ set(made))

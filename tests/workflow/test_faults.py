@@ -65,6 +65,12 @@ def test_killed_shard_is_recomputed_alone_and_bit_for_bit(tmp_path):
     assert all(name.startswith(".") and name.endswith(".tmp.npz") for name in leftovers)
     # only the killed shard, then what follows it
     assert job_counts(wd, MERGED) == {"train_shard": 1, "estimate_natural": 1}
+    # Its lock and its job in progress are recorded, as a run still going would leave them: a
+    # second run says so before Snakemake's own advice (--rerun-incomplete, wrong while one runs)
+    busy = snakemake(wd, MERGED)
+    assert busy.returncode != 0 and "--rerun-incomplete" in busy.stderr
+    said = busy.stderr.find("Another Snakemake run holds this folder's lock")
+    assert 0 <= said < busy.stderr.find("--rerun-incomplete") and "snakemake --unlock" in busy.stderr
     # Snakemake itself was killed: release its lock, as its message says, then rerun.
     assert snakemake(wd, "--unlock").returncode == 0
     proc = snakemake(wd, MERGED)

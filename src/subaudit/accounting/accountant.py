@@ -23,7 +23,7 @@ from subaudit.accounting.prv import Segment, prv_kinds, total_steps
 from subaudit.validation import (
     ParameterError,
     check_count,
-    check_positive,
+    check_noise_multiplier,
     check_probability,
     check_sampling_rate,
 )
@@ -98,7 +98,7 @@ def canonical_adjacency(name: str) -> str:
 
 def _check(sigma: float, q: float, delta: float, adjacency: str) -> tuple[float, float, float, str]:
     return (
-        check_positive(sigma, "sigma"),
+        check_noise_multiplier(sigma),
         check_sampling_rate(q, "q"),
         check_probability(delta, "delta"),
         canonical_adjacency(adjacency),
@@ -115,7 +115,7 @@ def _check_segments(history: Sequence[Sequence[float]]) -> tuple[Segment, ...]:
         if isinstance(seg, (str, bytes)) or not isinstance(seg, Sequence) or len(seg) != 3:
             raise ParameterError(f"history[{i}]", seg, "a triple (sigma, q, steps)")
         where = "" if len(history) == 1 else f"history[{i}] "  # a segment's value, when several
-        key = (check_positive(seg[0], where + "sigma"), check_sampling_rate(seg[1], where + "q"))
+        key = (check_noise_multiplier(seg[0], where + "sigma"), check_sampling_rate(seg[1], where + "q"))
         steps_of[key] = steps_of.get(key, 0) + check_count(seg[2], where + "steps")
     return tuple((float(s), float(q), int(t)) for (s, q), t in steps_of.items())
 

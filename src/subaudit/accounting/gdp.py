@@ -65,6 +65,10 @@ def gdp_delta(epsilon: Any, mu: Any) -> np.ndarray | float:
     return out
 
 
+#: The largest mu whose epsilon is a finite double (about mu^2 / 2; overflow beyond 1.9e154).
+MU_MAX = 1e150
+
+
 def gdp_epsilon(mu: float, delta: float) -> float:
     """Smallest epsilon >= 0 with ``gdp_delta(epsilon, mu) <= delta``.
 
@@ -78,6 +82,9 @@ def gdp_epsilon(mu: float, delta: float) -> float:
     15 and epsilon up to 100 and beyond.
     """
     m = check_positive(mu, "mu")
+    if m > MU_MAX:
+        raise ParameterError("mu", mu, f"a number in (0, {MU_MAX:g}] (epsilon grows as mu^2 / 2: beyond, it "
+                                       "overflows double precision)")
     delta = check_probability(delta, "delta")
     return _gdp_epsilon_unchecked(m, delta)
 

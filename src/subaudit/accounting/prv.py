@@ -38,7 +38,7 @@ import numpy as np
 from prv_accountant import PrivacyRandomVariable
 from scipy import special
 
-from subaudit.validation import ParameterError, check_positive, check_sampling_rate
+from subaudit.validation import ParameterError, check_noise_multiplier, check_sampling_rate
 
 __all__ = [
     "PRV_CLASSES",
@@ -97,7 +97,7 @@ class PoissonGaussianPRV(PrivacyRandomVariable):
     reverse: str = ""
 
     def __init__(self, sigma: float, q: float) -> None:
-        self.sigma = check_positive(sigma, "sigma")
+        self.sigma = check_noise_multiplier(sigma)
         self.q = check_sampling_rate(q, "q")
         self.s2 = self.sigma * self.sigma
         self.log_q = math.log(self.q)

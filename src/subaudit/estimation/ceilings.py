@@ -36,13 +36,13 @@ import math
 import numpy as np
 from scipy import optimize, special, stats
 
-from subaudit.accounting.gdp import gdp_epsilon
+from subaudit.accounting.gdp import MU_MAX, gdp_epsilon
 from subaudit.schedule import checkpoints
 from subaudit.validation import (
     ParameterError,
     check_choice,
     check_count,
-    check_positive,
+    check_noise_multiplier,
     check_probability,
     check_sampling_rate,
 )
@@ -142,7 +142,7 @@ def _log_diff(a: float, b: float) -> float:
 
 def _check(sigma: float, q: float, steps: int, adjacency: str) -> tuple[float, float, int, str]:
     return (
-        check_positive(sigma, "sigma"),
+        check_noise_multiplier(sigma),
         check_sampling_rate(q, "q"),
         check_count(steps, "steps"),
         check_choice(adjacency, "adjacency", ADJACENCIES),
@@ -197,6 +197,7 @@ def ceiling_terms(q: float, steps: int, every: int | None = None) -> int:
 
 
 def _check_cost(q: float, steps: int, every: int | None, max_terms: int) -> None:
+    max_terms = check_count(max_terms, "max_terms", minimum=0)
     terms = ceiling_terms(q, steps, every)
     if terms > max_terms:
         name, value = ("every", every) if every is not None else ("steps", steps)
@@ -222,7 +223,11 @@ def final_iterate_epsilon(
     delta = check_probability(delta, "delta")
     _check_cost(q, steps, None, max_terms)
     if q == 1.0:
-        return gdp_epsilon(_gaussian_mu(sigma, steps, adjacency), delta)
+        mu = _gaussian_mu(sigma, steps, adjacency)
+        if mu > MU_MAX:
+            raise ParameterError("sigma", sigma, f"a noise multiplier >= {sigma * mu / MU_MAX:.3g} at {steps} steps "
+                                                 "(below, the ceiling overflows double precision)")
+        return gdp_epsilon(mu, delta)
     return _epsilon_numeric(sigma, q, steps, delta, adjacency)
 
 

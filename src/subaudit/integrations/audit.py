@@ -332,14 +332,27 @@ class OneRunAudit:
         return self._dataset
 
     def _check_base(self, base: Any) -> None:
-        """The canaries' inputs have the shape of the base records' (AuditError naming both)."""
-        if not self.pairs or len(base) == 0:
+        """The base dataset is map-style (a length, items by index) and its first item an
+        (input, integer label) record whose input has the canaries' shape (ParameterError or
+        AuditError naming what is wrong; the base's own errors are not swallowed)."""
+        try:
+            size = len(base)
+        except TypeError:
+            raise ParameterError("base", type(base).__name__, "a map-style dataset (len and indexing), "
+                                 "whose items are (input, integer label) records") from None
+        if not self.pairs or size == 0:
             return
         try:
             item = base[0]
+        except (TypeError, NotImplementedError):
+            raise ParameterError("base", type(base).__name__, "a map-style dataset (len and indexing), "
+                                 "whose items are (input, integer label) records") from None
+        _label(item, "base[0]")
+        try:
             shape = tuple(torch.as_tensor(item[0]).shape)
-        except Exception:  # noqa: BLE001 - any base whose first item is not (input, label)
-            return
+        except (TypeError, ValueError, RuntimeError) as err:
+            raise ParameterError("base[0]", type(item[0]).__name__, f"an input convertible to a tensor ({err})") \
+                from None
         mine = tuple(torch.as_tensor(self.pairs[0][0][0]).shape)
         if shape != mine:
             raise AuditError(f"the canaries' inputs have shape {mine} but the base dataset's have {shape}: "

@@ -43,7 +43,7 @@ from subaudit.integrations.networks import build
 from subaudit.scenarios.deep import (CASES, DEEP_KINDS, PROXY_RECORDS, Pairs, case_audits, case_training,
                                      make_pairs)
 from subaudit.seeding import derive_seed
-from subaudit.validation import Diverged, ParameterError, check_choice, check_count
+from subaudit.validation import Diverged, ParameterError, check_choice, check_count, check_memory
 
 __all__ = ["DeepAudit", "DeepData", "Training", "accuracy", "audit_examples", "audit_rows", "augment",
            "average_augmentations", "load_audit",
@@ -423,8 +423,20 @@ def audit_rows(audit: DeepAudit, *, delta: float, alpha: float, procedures: Sequ
 def training_rate(network: str, *, classes: int, channels: int, side: int, batch: int, steps: int = 5,
                   device: str = "cpu") -> float:
     """Examples per second of Opacus' DP-SGD on ``network`` at ``batch`` on ``device``
-    (random images, after one warm-up step): what the cost of an audit scales with."""
-    model = build(network, classes=classes, channels=channels, size=side, seed=0).to(device)
+    (random images, after one warm-up step): what the cost of an audit scales with.  A batch
+    whose images (four batches, on the host) and per-example gradients (on ``device``) do not
+    fit in memory is refused first (ParameterError naming ``batch``, with the size)."""
+    batch = check_count(batch, "batch")
+    steps = check_count(steps, "steps")
+    model = build(network, classes=classes, channels=channels, size=side, seed=0)
+    images = 4 * batch * channels * side * side * 4
+    gradients = 3 * batch * sum(p.numel() for p in model.parameters()) * 4   # Opacus' grad_sample, clipped, summed
+    if device.startswith("cuda"):
+        check_memory(batch, "batch", images)
+        check_memory(batch, "batch", gradients, torch.cuda.mem_get_info(torch.device(device))[0])
+    else:
+        check_memory(batch, "batch", images + gradients)
+    model = model.to(device)
     n = batch * 4
     loader = DataLoader(TensorDataset(torch.rand(n, channels, side, side), torch.randint(0, classes, (n,))),
                         batch_size=batch)
@@ -432,7 +444,7 @@ def training_rate(network: str, *, classes: int, channels: int, side: int, batch
     model, optimizer, loader = engine.make_private(module=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
                                                    data_loader=loader, noise_multiplier=1.0, max_grad_norm=1.0)
     done, seconds, start = 0, 0.0, None
-    while done <= check_count(steps, "steps"):
+    while done <= steps:
         for xb, yb in loader:
             if done > steps:
                 break

@@ -16,9 +16,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-
-class ConfigError(ValueError):
-    """params.yaml (or a --configfile override) breaks the schema."""
+from subaudit.validation import ConfigError
 
 
 @lru_cache(maxsize=1)
@@ -320,10 +318,39 @@ def _check_own_features(exp: Mapping[str, Any], key: str, source: str) -> None:
         raise _invalid(source, f"{key}.every", exp["every"], f"at most steps = {exp['steps']}")
 
 
-def load_params(path: str | Path) -> dict[str, Any]:
-    """Read and validate a params file."""
-    data = yaml.safe_load(Path(path).read_text())
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    """The mapping a params or preset file holds (empty: {}), or ConfigError naming the file
+    and what is wrong: missing, a folder, unreadable, not YAML (with the line), a tag that
+    would construct a Python object (safe loading refuses it), not a mapping."""
+    p = Path(path)
+    if not p.exists():
+        raise ConfigError(f"{path}: no such file")
+    if p.is_dir():
+        raise ConfigError(f"{path}: a folder, not a YAML file")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(f"{path}: cannot be read as text ({err})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        what = err.problem or err.context or "invalid"
+        if isinstance(err, yaml.constructor.ConstructorError):
+            what += "; only plain YAML is read (no tags that build Python objects)"
+        raise ConfigError(f"{path}: not valid YAML{where}: {what}") from None
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: not valid YAML: {' '.join(str(err).split())}") from None
+    if data is None:
+        return {}
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level")
+        raise ConfigError(f"{path}: expected a mapping of keys at the top level, got a {type(data).__name__}")
+    return data
+
+
+def load_params(path: str | Path) -> dict[str, Any]:
+    """Read (:func:`read_yaml`) and validate a params file."""
+    data = read_yaml(path)
     validate_params(data, source=str(path))
     return data

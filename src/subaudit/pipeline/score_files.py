@@ -22,6 +22,8 @@ Importable without torch (the estimate step only reads scores).
 from __future__ import annotations
 
 import json
+import zipfile
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -131,32 +133,49 @@ def load_audit_scores(path: str | Path, step: int | None = None) -> tuple[np.nda
     import pandas as pd
 
     path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{path}: a folder, not a scores file")
     if not path.is_file():
-        raise FileNotFoundError(f"no such file: {path}")
+        raise FileNotFoundError(f"{path}: no such file")
     expected = "expected one of: " + "; ".join(SCORE_LAYOUTS)
     if path.suffix.lower() == ".csv":
-        frame = pd.read_csv(path)
+        try:
+            frame = pd.read_csv(path)
+        except (UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as err:
+            raise ValueError(f"{path}: not a readable CSV ({' '.join(str(err).split())}); {expected}") from None
         missing = {"score", "label"} - set(frame.columns)
         if missing:
             raise ValueError(f"{path}: missing column(s) {', '.join(sorted(missing))}; {expected}")
-        return frame["score"].to_numpy(float), frame["label"].to_numpy()
+        try:
+            return frame["score"].to_numpy(float), frame["label"].to_numpy()
+        except (ValueError, TypeError) as err:
+            raise ValueError(f"{path}: column score is not numbers ({err})") from None
     if path.suffix.lower() != ".npz":
         raise ValueError(f"{path}: not a .csv or .npz file; {expected}")
-    with np.load(path, allow_pickle=False) as data:
-        keys = set(data.files)
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            keys = set(data.files)
+    except (ValueError, OSError, zipfile.BadZipFile) as err:   # not a zip (np.load then refuses a pickle)
+        raise ValueError(f"{path}: not an .npz archive (numpy cannot open it: {' '.join(str(err).split())[:200]})") \
+            from None
     if {"runs", "bits", "steps", "scores"} <= keys:
         audit = read_scores(path)
         row = len(audit.steps) - 1 if step is None else np.flatnonzero(audit.steps == step)
         if np.size(row) == 0:
             raise ParameterError("step", step, f"a checkpoint of this file: {audit.steps.tolist()}")
         return audit.scores[int(np.ravel(row)[0])], audit.bits
-    with np.load(path, allow_pickle=False) as data:
-        if {"score", "label"} <= keys:
-            return data["score"].astype(float), data["label"]
-        if {"in_scores", "out_scores"} <= keys:
-            s_in, s_out = data["in_scores"].reshape(-1), data["out_scores"].reshape(-1)
-            return (np.r_[s_in, s_out].astype(float),
-                    np.r_[np.ones(s_in.size, np.int8), np.zeros(s_out.size, np.int8)])
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            if {"score", "label"} <= keys:
+                return data["score"].astype(float), data["label"]
+            if {"in_scores", "out_scores"} <= keys:
+                s_in, s_out = data["in_scores"].reshape(-1), data["out_scores"].reshape(-1)
+                return (np.r_[s_in, s_out].astype(float),
+                        np.r_[np.ones(s_in.size, np.int8), np.zeros(s_out.size, np.int8)])
+    except (OSError, zipfile.BadZipFile, zlib.error, EOFError) as err:    # a damaged member
+        raise ValueError(f"{path}: damaged ({type(err).__name__}: {' '.join(str(err).split())[:200]})") from None
+    except ValueError as err:                                          # object arrays, text scores
+        raise ValueError(f"{path}: {err}") from None
     raise ValueError(f"{path}: arrays {sorted(keys)}; {expected}")
 
 

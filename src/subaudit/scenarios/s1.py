@@ -41,6 +41,8 @@ from subaudit.validation import (
     ParameterError,
     check_choice,
     check_count,
+    check_memory,
+    check_noise_multiplier,
     check_positive,
     check_sampling_rate,
 )
@@ -118,7 +120,7 @@ def s1_score(
     """
     t = check_count(t, "steps")
     q = check_sampling_rate(q, "q")
-    sigma = check_positive(sigma, "sigma")
+    sigma = check_noise_multiplier(sigma)
     clip = check_positive(clip, "clip")
     adjacency = check_choice(adjacency, "adjacency", ADJACENCIES)
     arr = np.asarray(g, dtype=np.float64)
@@ -215,7 +217,7 @@ def simulate_s1(
 
     Labels: first ``R`` entries 1 (``D``), last ``R`` entries 0 (``D'``).
     """
-    sigma = check_positive(sigma, "sigma")
+    sigma = check_noise_multiplier(sigma)
     q = check_sampling_rate(q, "q")
     steps = check_count(steps, "steps")
     runs = check_count(runs_per_world, "runs")
@@ -224,6 +226,10 @@ def simulate_s1(
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ParameterError("seed", seed, "an integer >= 0")
     cps = _checkpoints(checkpoints, steps)
+    # the paths (labels, signs, counts, noise, each draw), the scores (and gradients) and the
+    # score's mixture terms (t + 1 of them when q < 1), refused before any is allocated
+    per_run = 41 + 8 * cps.shape[0] * (2 if keep_gradients else 1)
+    check_memory(runs, "runs", 2 * runs * per_run + (32 * (steps + 1) if q < 1.0 else 0) + 3 * 8 * _BLOCK_ELEMENTS)
 
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(int(seed))))
     n = 2 * runs
