@@ -3,7 +3,7 @@
 
 from pathlib import Path
 
-from subaudit.pipeline.config import validate_params
+from subaudit.pipeline.config import selected, validate_params
 
 configfile: "params.yaml"
 
@@ -12,6 +12,9 @@ configfile: "params.yaml"
 # the deep phase's canary counts are checked by computing one-run bounds, with SciPy).
 if workflow.is_main_process:
     validate_params(config, source="params.yaml (merged with any --configfile)")
+# Only the experiments and cases the selection lists name (natural.run_experiments,
+# deep.run_cases) exist for the rules, in every process.
+config.update(selected(config))
 
 # A second run in a busy folder: Snakemake checks for incomplete outputs (the other run's jobs
 # in progress) before its lock, so it first suggests --rerun-incomplete, which would recompute

@@ -314,6 +314,14 @@ def test_deep_cost_counts_the_examples_of_params_yaml(tmp_path):
                    str(Path(__file__).resolve().parents[1] / "presets" / "paper.yaml"))
     assert out["examples"] == {"scratch": 4 * 2 * 5 * 3405 * 4096 * 16, "finetune": 4 * 2 * 5 * 1005 * 4096 * 16,
                                "gap": gap["steps"] * 49500}
+    # Table 2 alone (a preset that selects): 1 game x 5 repeats x 3 kinds, no gap case; the text
+    # names each factor of its count
+    presets = [str(Path(__file__).resolve().parents[1] / "presets" / name) for name in ("paper.yaml", "table2.yaml")]
+    args = ("deep-cost", "--device", "cpu", "--batch", "4", "--steps", "1", "--configfile", *presets)
+    assert cli_json(*args)["examples"] == {"scratch": 15 * 3405 * 4096 * 16, "finetune": 15 * 1005 * 4096 * 16}
+    text = run_cli(*args).stdout
+    assert f"scratch: {15 * 3405 * 4096 * 16:,} examples (15 DP trainings x 3405 steps x 4096 records x 16 " \
+           "augmentation views)" in text
 
 
 @pytest.mark.parametrize(("args", "flag"), [

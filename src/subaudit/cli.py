@@ -255,8 +255,9 @@ def _cmd_one_run(args: argparse.Namespace) -> None:
 
 
 def _configuration(args: argparse.Namespace) -> dict[str, Any]:
-    """``--params`` with each ``--configfile`` merged over it as Snakemake merges them, validated."""
-    from subaudit.pipeline.config import load_params, read_yaml
+    """``--params`` with each ``--configfile`` merged over it as Snakemake merges them, validated,
+    narrowed to the experiments and cases its selection lists name (what the workflow runs)."""
+    from subaudit.pipeline.config import load_params, read_yaml, selected
 
     if not Path(args.params).exists():
         raise UsageError(f"--params {args.params}: no such file (run in the workflow's folder, or give --params FILE)")
@@ -275,7 +276,7 @@ def _configuration(args: argparse.Namespace) -> dict[str, Any]:
             except ConfigError as err:
                 raise UsageError(f"--configfile {err}") from None
         validate_params(params, source=" + ".join([args.params, *args.configfile]))
-    return params
+    return selected(params)
 
 
 def _cmd_prefetch(args: argparse.Namespace) -> None:
@@ -295,6 +296,7 @@ def _cmd_deep_cost(args: argparse.Namespace) -> None:
     from subaudit.data import SOURCES
     from subaudit.devices import resolve_device
     from subaudit.integrations.deep import audit_examples, training_rate
+    from subaudit.scenarios.deep import case_training
 
     params = _configuration(args)
     deep = params["deep"]
@@ -313,7 +315,11 @@ def _cmd_deep_cost(args: argparse.Namespace) -> None:
            "examples_per_second": rate, "examples": per_case, "total_examples": total,
            "hours": total / rate / 3600}
     lines = [f"{deep['network']} on {device}: {rate:,.0f} examples/s with Opacus (batch {args.batch}, measured)"]
-    lines += [f"  {case}: {n:,} examples (games x repeats x steps x batch)" for case, n in per_case.items()]
+    for case, n in per_case.items():
+        c = case_training(deep, case)
+        per_training = int(c["steps"]) * int(c["batch"]) * int(c.get("augmentations", 1))
+        lines.append(f"  {case}: {n:,} examples ({n // per_training} DP trainings x {c['steps']} steps x "
+                     f"{c['batch']} records x {c.get('augmentations', 1)} augmentation views)")
     lines.append(f"  all DP trainings: {total:,} examples, about {out['hours']:.3g} hours at that rate "
                  "(plus the metagradient crafting and pretraining)")
     _emit(out, args.json, "\n".join(lines))

@@ -82,6 +82,13 @@ def test_shipped_params_and_presets_validate(repo_root):
          "deep.metagradient.base_from = 'test' is invalid; allowed: one of public, train"),
         (lambda p: p["deep"]["metagradient"].__setitem__("base", 10**6),
          "deep.metagradient.base = 1000000 is invalid; allowed: at most deep.sizes.public = "),
+        (lambda p: p["deep"].__setitem__("run_cases", ["scratch", "warm"]),
+         "deep.run_cases[1] = 'warm' is invalid; allowed: one of deep.cases: scratch, finetune, gap"),
+        (lambda p: p["deep"].__setitem__("run_cases", []), "deep.run_cases = [] is invalid"),
+        (lambda p: p["natural"].__setitem__("run_experiments", ["image", "speech"]),
+         "natural.run_experiments[1] = 'speech' is invalid; allowed: one of natural.experiments: image, text, tabular"),
+        (lambda p: p["natural"].__setitem__("run_experiments", ["text", "tabular"]),   # what one_run audits is left out
+         "one_run.experiment = 'image' is invalid; allowed: one of text, tabular"),
         (lambda p: p["ablations"]["clip"].__setitem__("values", [0.0]), "ablations.clip.values[0] = 0.0"),
         (lambda p: p["ablations"]["lr"].__setitem__("q", 1.5), "ablations.lr.q = 1.5"),
         (lambda p: p["ablations"]["steps"].__setitem__("values", [100.5]),
@@ -267,6 +274,40 @@ def test_paper_preset_lists_the_deep_network_audits(tmp_path):
     assert counts["deep_audit"] == str(2 * 2 * 5 * 2 + 1)
     for group in ("inputs", "gradient"):
         assert f"results/deep/audits/finetune_substitute_{group}_4.npz" in out
+
+
+def test_presets_that_select_plan_nothing_of_what_they_leave_out(tmp_path):
+    """The selection lists replace, where mappings merge key by key: presets/table2.yaml plans the
+    2 cases x 1 game x 5 repeats x 3 input kinds of Table 2 and no job of the gap case, the
+    substitute game or the gradient kind; presets/table2-slice.yaml one case, its four repeats'
+    trainings of the three kinds together and no pretraining (only finetune needs one); a preset
+    leaving an experiment out plans none of its jobs."""
+    import re
+    import subprocess
+    import sys
+
+    def deep_jobs(out: str) -> dict[str, str]:
+        return dict(re.findall(r"^(deep_\w+)\s+(\d+)$", out, flags=re.M))
+
+    deep_figure = ("--", "results/figures/deep-one-run.png")   # the deep phase's jobs only
+    table2 = paper_dry_run("presets/table2.yaml", *deep_figure)
+    assert deep_jobs(table2) == {"deep_canaries": "1", "deep_pretrain": "1", "deep_audit": str(2 * 5 * 3),
+                                 "deep_figure": "1"}
+    audits = set(re.findall(r"results/deep/audits/(\w+?)_\d+\.npz", table2))
+    assert audits == {f"{case}_membership_{kind}" for case in ("scratch", "finetune")
+                      for kind in ("random", "mislabeled", "metagradient")}
+    assert "gap" not in " ".join(re.findall(r"case=\w+", table2))
+    sliced = paper_dry_run("presets/table2-slice.yaml", *deep_figure)
+    assert deep_jobs(sliced) == {"deep_canaries": "1", "deep_audit": "4", "deep_figure": "1"}
+    assert set(re.findall(r"results/deep/audits/(\w+)\.npz", sliced)) == {f"scratch_membership_all_{r}"
+                                                                          for r in range(4)}
+    no_text = tmp_path / "no-text.yaml"         # over the default: its three experiments
+    no_text.write_text("natural:\n  run_experiments: [image, tabular]\n")
+    proc = subprocess.run([Path(sys.executable).parent / "snakemake", "-n", "--forceall", "--configfile", no_text],
+                          cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "exp=text" not in proc.stdout and "data/raw/rotten-tomatoes" not in proc.stdout
+    assert "exp=tabular" in proc.stdout and "exp=image" in proc.stdout
 
 
 def test_the_workflow_drops_snakemakes_default_job_rate_limit(tmp_path):

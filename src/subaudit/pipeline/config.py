@@ -45,7 +45,10 @@ def _allowed(error: jsonschema.ValidationError) -> str:
                      ("exclusiveMaximum", "<"), ("maximum", "<=")):
         if key in s:
             bounds.append(f"{sym} {s[key]}")
+    if "minItems" in s:
+        bounds.append(f"with at least {s['minItems']} item(s)")
     kind = s.get("type")
+    kind = " or ".join(kind) if isinstance(kind, list) else kind
     text = " ".join(x for x in [kind or "", " and ".join(bounds)] if x)
     if s.get("description"):
         text += f" ({s['description']})"
@@ -58,6 +61,8 @@ def validate_params(params: Mapping[str, Any], source: str = "params.yaml") -> N
     validator = jsonschema.Draft202012Validator(schema())
     errors = sorted(validator.iter_errors(dict(params)), key=lambda e: list(e.absolute_path))
     if not errors:
+        _check_selections(params, source)
+        params = selected(params)           # what is left out is not checked: it does not run
         _check_registered(params, source)
         _check_natural(params, source)
         _check_one_run(params, source)
@@ -77,6 +82,31 @@ def validate_params(params: Mapping[str, Any], source: str = "params.yaml") -> N
         raise ConfigError(f"{source}: missing key {where}{missing[0]}")
     value = err.instance
     raise ConfigError(f"{source}: {key} = {value!r} is invalid; allowed: {_allowed(err)}")
+
+
+#: The selection lists: (section, list key, mapping key). The list names the entries of the
+#: mapping that run (null: all): a preset replaces a list whole, where Snakemake merges a mapping
+#: key by key and so could never leave an entry out.
+SELECTIONS = (("natural", "run_experiments", "experiments"), ("deep", "run_cases", "cases"))
+
+
+def selected(params: Mapping[str, Any]) -> dict[str, Any]:
+    """``params`` with each mapping of :data:`SELECTIONS` narrowed to the entries its list names
+    (in the mapping's order); the workflow and the command line use only this view."""
+    out = dict(params)
+    for section, chosen, mapping in SELECTIONS:
+        names = out[section][chosen]
+        if names is not None:
+            out[section] = {**out[section], mapping: {k: v for k, v in out[section][mapping].items() if k in names}}
+    return out
+
+
+def _check_selections(params: Mapping[str, Any], source: str) -> None:
+    for section, chosen, mapping in SELECTIONS:
+        for i, name in enumerate(params[section][chosen] or ()):
+            if name not in params[section][mapping]:
+                raise _invalid(source, f"{section}.{chosen}[{i}]", name,
+                               f"one of {section}.{mapping}: " + ", ".join(params[section][mapping]))
 
 
 def _check_finite(value: Any, key: str, source: str) -> None:
@@ -350,7 +380,8 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
 
 
 def load_params(path: str | Path) -> dict[str, Any]:
-    """Read (:func:`read_yaml`) and validate a params file."""
+    """Read (:func:`read_yaml`) and validate a params file (all of it: :func:`selected` gives
+    the view that runs)."""
     data = read_yaml(path)
     validate_params(data, source=str(path))
     return data
