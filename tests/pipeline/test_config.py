@@ -276,6 +276,29 @@ def test_paper_preset_lists_the_deep_network_audits(tmp_path):
         assert f"results/deep/audits/finetune_substitute_{group}_4.npz" in out
 
 
+def test_the_paper_presets_crafting_job_asks_for_its_unroll(repo_root):
+    """The paper preset's deep_canaries keeps ResNet-9's whole unroll (width 64, 40 inner steps of
+    128 CIFAR-10 images: about 52 GB by the proxy's measured cost): its request holds it (it was
+    a fixed 3,000 MB and 30 minutes), and its time limit the metasteps at the measured rate."""
+    import re
+
+    from snakemake.utils import update_config
+
+    from subaudit.scenarios.canary_optimisation import PROXY_NETWORKS
+
+    block = paper_dry_run().split("rule deep_canaries:", 1)[1].split("\nrule ", 1)[0]
+    asked = dict(re.findall(r"\b(mem_mb|runtime)=(\d+)", block))
+    params = load_params(repo_root / "params.yaml")
+    update_config(params, yaml.safe_load((repo_root / "presets/paper.yaml").read_text()))
+    meta = params["deep"]["metagradient"]
+    net = PROXY_NETWORKS[meta["network"]]
+    images = meta["steps"] * meta["batch"]               # kept by one metastep's unroll
+    unroll_mb = images * net.activations((3, 32, 32), meta["width"]) * net.unroll_bytes / 2**20
+    seconds = meta["metasteps"] * images * net.macs((3, 32, 32), meta["width"]) / net.macs_per_second
+    assert unroll_mb > 40_000 and int(asked["mem_mb"]) >= unroll_mb
+    assert int(asked["runtime"]) * 60 >= seconds
+
+
 def test_presets_that_select_plan_nothing_of_what_they_leave_out(tmp_path):
     """The selection lists replace, where mappings merge key by key: presets/table2.yaml plans the
     2 cases x 1 game x 5 repeats x 3 input kinds of Table 2 and no job of the gap case, the
@@ -321,6 +344,7 @@ def test_the_workflow_drops_snakemakes_default_job_rate_limit(tmp_path):
 
     head = (ROOT / "Snakefile").read_text().split("include:")[0].replace('configfile: "params.yaml"', "")
     head = head.replace("    validate_params(config", "    pass  # validate_params(config")
+    head = head.replace("config.update(selected(config))", "pass  # no params here")
     (tmp_path / "Snakefile").write_text(head + """
 import threading
 onsuccess:

@@ -183,16 +183,20 @@ def test_the_worker_ends_with_the_workflow_and_takes_its_jobs_along(tmp_path):
     assert "the workflow ended without stopping the worker" in (tmp_path / "worker.log").read_text()
 
 
-def test_the_jobs_cpu_and_memory_reach_its_log(worker, tmp_path):
+def test_the_jobs_time_and_memory_reach_its_log(worker, tmp_path):
+    """The child's wall and CPU time and peak memory, measured by the worker that reaped it,
+    reach the job's log (its benchmark file measured the waiting process): a 0.5 s sleep and
+    a 200 MB array show."""
     script = tmp_path / "job.py"
     log = tmp_path / "job.log"
     script.write_text("import __main__, types\n"
                       f"__main__.snakemake = types.SimpleNamespace(log=[{str(log)!r}])\n"
-                      "from subaudit.pipeline import warm\nwarm.hand_over()\nsum(range(10**6))\n")
+                      "from subaudit.pipeline import warm\nwarm.hand_over()\nimport time\n"
+                      "big = bytearray(200 * 2**20)\nsum(range(10**6))\ntime.sleep(0.5)\n")
     proc = subprocess.run([sys.executable, str(script)], env=environment())
     assert proc.returncode == 0
     usage = warm.job_usage(log)
-    assert usage is not None and usage["cpu_s"] > 0 and usage["max_rss_mb"] > 5
+    assert usage is not None and usage["cpu_s"] > 0 and usage["max_rss_mb"] > 200 and usage["wall_s"] >= 0.5
     assert warm.job_usage(tmp_path / "absent.log") is None
 
 

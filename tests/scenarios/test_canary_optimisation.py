@@ -274,3 +274,65 @@ def test_the_module_imports_without_torch():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert "40 SGD steps" in proc.stdout
+
+
+#: One metastep in a fresh process: its peak memory over what the process held just before
+#: (Linux' high-water mark, reset there: the imports' own peak does not count) and its time.
+_MEASURE = """
+import json, re, sys
+from pathlib import Path
+import torch
+from subaudit.scenarios.canary_optimisation import Proxy, metagradient
+torch.set_num_threads(2)
+net, width, batch, steps, c, side = sys.argv[1], *map(int, sys.argv[2:])
+g = torch.Generator().manual_seed(0)
+x, y = torch.rand(16, c, side, side, generator=g), torch.randint(0, 10, (16,), generator=g)
+bx, by = torch.rand(512, c, side, side, generator=g), torch.randint(0, 10, (512,), generator=g)
+proxy = Proxy(width=width, steps=steps, batch=batch, lr=0.1, base=256, network=net)
+def kib(field):
+    return int(re.search(field + r":\\s+(\\d+) kB", Path("/proc/self/status").read_text()).group(1))
+Path("/proc/self/clear_refs").write_text("5")
+before = kib("VmRSS")
+metagradient(x, y, bx, by, classes=10, proxy=proxy, seed=1, step=0)
+print(json.dumps({"mib": (kib("VmHWM") - before) / 1024}))
+"""
+
+
+@pytest.mark.parametrize(("network", "width", "batch", "steps", "shape"), [
+    ("resnet-9", 16, 32, 8, (3, 32, 32)),      # the unroll dominates: the model within 5% where measured
+    ("cnn", 8, 32, 32, (1, 28, 28)),
+])
+def test_the_crafting_cost_model_holds_what_a_metastep_takes(network, width, batch, steps, shape):
+    """The deep_canaries job's memory comes from the proxy's cost model (the values its forward
+    makes, kept per inner step): a metastep measured in a fresh process takes no more than the
+    model with its margin (and 64 MiB of the pass's own), and the model is no more than it took
+    plus those 64 MiB. (Its time limit, from the measured rate, is checked where jobs run:
+    tests/workflow/test_workflow.py; timing here would measure the machine's load.)"""
+    import json
+
+    from subaudit.scenarios.deep import UNROLL_MEMORY_MARGIN
+
+    if not Path("/proc/self/clear_refs").exists():
+        pytest.skip("Linux' /proc/self/clear_refs resets the peak a metastep is measured from")
+    net = PROXY_NETWORKS[network]
+    proc = subprocess.run([sys.executable, "-c", _MEASURE, network, str(width), str(batch), str(steps),
+                           str(shape[0]), str(shape[1])], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    took = json.loads(proc.stdout)["mib"]
+    model_mib = steps * batch * net.activations(shape, width) * net.unroll_bytes / 2**20
+    assert model_mib <= took + 64 and took <= UNROLL_MEMORY_MARGIN * model_mib + 64, (took, model_mib)
+
+
+@pytest.mark.parametrize("network", ["cnn", "resnet-9"])
+@pytest.mark.parametrize("shape", [(1, 28, 28), (3, 32, 32)])
+def test_the_cost_models_counts_are_the_forwards(network, shape):
+    """The cost model's multiply-accumulates per image are torch's FLOP count of the forward
+    (convolutions and linear layers) halved, within 1% (ResNet-9's model leaves its 8w x 10
+    head out)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    net = PROXY_NETWORKS[network]
+    params = net.init(shape, 10, 8, torch.Generator().manual_seed(0), torch.float32)
+    with FlopCounterMode(display=False) as counter:
+        net.forward(params, torch.rand(1, *shape))
+    assert net.macs(shape, 8) == pytest.approx(counter.get_total_flops() / 2, rel=0.01)

@@ -22,6 +22,7 @@ if DEEP["source"] is not None:  # null: no deep-network audits
     DEEP_GROUPS = list(dict.fromkeys(group for _, _, group, _ in DEEP_TRAININGS))
     DEEP_AUDIT_RESOURCES = {case: audit_job_resources(DEEP, case, NAT["device"], SOURCES[DEEP["source"]].shape)
                             for case in DEEP["cases"]}   # runtime and memory from the setting
+    DEEP_CRAFTING_RESOURCES = crafting_job_resources(DEEP, SOURCES[DEEP["source"]].shape)
     DEEP_AUDITS = [f"results/deep/audits/{case}_{game}_{group}_{repeat}.npz"
                    for case, game, group, repeat in DEEP_TRAININGS]
 
@@ -44,7 +45,8 @@ if DEEP["source"] is not None:  # null: no deep-network audits
         # Its optimisation runs CANARY_THREADS (2) torch threads whatever it is given, for its bits
         # (subaudit.integrations.deep). Asking for two cores keeps the deep phase after the
         # natural one: with one core the deep audits ran beside the training shards and both
-        # slowed (default run: 1,806 instead of 1,656 job-seconds).
+        # slowed (default run: 1,806 instead of 1,656 job-seconds). It crafts on the CPU; its
+        # memory holds the proxy's whole unroll (the paper preset's ResNet-9: about 65 GB).
         threads: 2
         priority: UNLOCKS
         log:
@@ -52,8 +54,8 @@ if DEEP["source"] is not None:  # null: no deep-network audits
         benchmark:
             "logs/benchmarks/deep/canaries.tsv"
         resources:
-            mem_mb=3000,
-            runtime=30,
+            mem_mb=DEEP_CRAFTING_RESOURCES["mem_mb"],
+            runtime=DEEP_CRAFTING_RESOURCES["runtime"],
         conda:
             "../envs/subaudit.yaml"
         script:

@@ -34,6 +34,7 @@ May import: nothing of subaudit (a job's process imports this module first, and 
 from __future__ import annotations
 
 import ast
+import atexit
 import json
 import os
 import selectors
@@ -63,6 +64,8 @@ FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signa
 LOG_PREFIX = "warm worker:"
 _MESSAGE = 1 << 20
 _IN_CHILD = False
+#: When this module was imported: a job script's first import, so about when its process began.
+_STARTED = time.monotonic()
 
 
 # --------------------------------------------------------------------------- the job's side
@@ -74,7 +77,10 @@ def hand_over() -> None:
 
     Call it first in a workflow script, before its imports."""
     path = os.environ.get(ENV, "")
-    if _IN_CHILD or path in ("", "0"):
+    if _IN_CHILD:
+        return
+    if path in ("", "0"):
+        atexit.register(_note_own_usage)
         return
     request = json.dumps({"script": os.path.abspath(sys.argv[0]), "argv": sys.argv, "cwd": os.getcwd(),
                           "env": dict(os.environ)}).encode()
@@ -89,6 +95,7 @@ def hand_over() -> None:
         reply = {}  # no worker listening (not started yet, or gone)
     if "pid" not in reply:  # refused (the worker's log says why), or no worker: run here
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        atexit.register(_note_own_usage)
         return
     child = int(reply["pid"])
 
@@ -122,9 +129,20 @@ def hand_over() -> None:
     os._exit(returncode)
 
 
-def _note_in_job_log(result: dict[str, Any]) -> None:
-    """Append the child's CPU time and peak memory to the job's log (its benchmark file
-    measured this waiting process)."""
+def _note_own_usage() -> None:
+    """At the exit of a job that ran in its own process: its wall and CPU time and peak memory
+    (its own or its largest child's) in its log, as for a job the worker ran."""
+    import resource
+
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    _note_in_job_log({"pid": os.getpid(), "wall_s": time.monotonic() - _STARTED,
+                      "cpu_s": sum(u.ru_utime + u.ru_stime for u in (own, children)),
+                      "max_rss_mb": max(own.ru_maxrss, children.ru_maxrss) / 1024}, forked=False)
+
+
+def _note_in_job_log(result: dict[str, Any], forked: bool = True) -> None:
+    """Append the job's wall and CPU time and peak memory to its log (a job the worker ran: its
+    child's, which its benchmark file, measuring this waiting process, does not see)."""
     import __main__
 
     job = getattr(__main__, "snakemake", None)
@@ -133,14 +151,17 @@ def _note_in_job_log(result: dict[str, Any]) -> None:
         return
     try:
         with open(log[0], "a", encoding="utf-8") as fh:
-            fh.write(f"{LOG_PREFIX} ran in process {result['pid']}, forked from the worker: "
-                     f"cpu_s={result['cpu_s']:.2f} max_rss_mb={result['max_rss_mb']:.1f}\n")
+            where = "forked from the worker" if forked else "its own (the worker did not take it)"
+            fh.write(f"{LOG_PREFIX} ran in process {result['pid']}, {where}: "
+                     f"wall_s={result['wall_s']:.2f} cpu_s={result['cpu_s']:.2f} "
+                     f"max_rss_mb={result['max_rss_mb']:.1f}\n")
     except OSError:
         pass
 
 
 def job_usage(log: str | Path) -> dict[str, float] | None:
-    """The CPU seconds and peak memory (MB) the worker recorded in a job's log, if it ran there."""
+    """The wall and CPU seconds and peak memory (MB) the worker recorded in a job's log, if it
+    ran there."""
     try:
         lines = Path(log).read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
@@ -148,7 +169,7 @@ def job_usage(log: str | Path) -> dict[str, float] | None:
     for line in reversed(lines):
         if line.startswith(LOG_PREFIX) and "cpu_s=" in line:
             fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
-            return {"cpu_s": float(fields["cpu_s"]), "max_rss_mb": float(fields["max_rss_mb"])}
+            return {k: float(fields[k]) for k in ("wall_s", "cpu_s", "max_rss_mb") if k in fields}
     return None
 
 
@@ -344,8 +365,8 @@ class _Server:
         _, status, usage = os.wait4(pid, 0)
         returncode = os.waitstatus_to_exitcode(status)
         result = {"pid": pid, "returncode": returncode, "cpu_s": usage.ru_utime + usage.ru_stime,
-                  "max_rss_mb": usage.ru_maxrss / 1024}
-        self.log(f"pid {pid} ended: {returncode} after {time.monotonic() - began:.1f} s "
+                  "max_rss_mb": usage.ru_maxrss / 1024, "wall_s": time.monotonic() - began}
+        self.log(f"pid {pid} ended: {returncode} after {result['wall_s']:.1f} s "
                  f"(cpu {result['cpu_s']:.1f} s)")
         try:
             conn.send(json.dumps(result).encode())

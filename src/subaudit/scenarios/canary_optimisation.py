@@ -142,6 +142,27 @@ def _cnn_side(n: int) -> int:
     return (n - 4) // 2 + 1 - 1
 
 
+def _cnn_sides(n: int) -> tuple[int, int, int, int]:
+    """An image side after each of conv 8/2 pad 3, pool 2/1, conv 4/2, pool 2/1."""
+    a = (n + 2 * 3 - 8) // 2 + 1
+    c = (a - 1 - 4) // 2 + 1
+    return a, a - 1, c, c - 1
+
+
+def _cnn_activations(shape: tuple[int, int, int], width: int) -> int:
+    """Values the cnn proxy's forward makes per image (its layers' outputs)."""
+    _, h, w = shape
+    (a, b, c, d), (a2, b2, c2, d2) = _cnn_sides(h), _cnn_sides(w)
+    return width * (a * a2 + b * b2) + 2 * width * (c * c2 + d * d2) + HIDDEN
+
+
+def _cnn_macs(shape: tuple[int, int, int], width: int) -> int:
+    """Multiply-accumulates of the cnn proxy's forward per image (10 classes)."""
+    ch, h, w = shape
+    (a, _, c, d), (a2, _, c2, d2) = _cnn_sides(h), _cnn_sides(w)
+    return ch * 64 * width * a * a2 + width * 16 * 2 * width * c * c2 + 2 * width * d * d2 * HIDDEN + HIDDEN * 10
+
+
 def _cnn_init(shape: tuple[int, int, int], classes: int, width: int, generator: torch.Generator,
               dtype: torch.dtype) -> list[torch.Tensor]:
     c, h, w = shape
@@ -168,6 +189,25 @@ def _resnet9_channels(c: int, width: int) -> list[tuple[int, int]]:
     """(in, out) channels of ResNet-9's eight 3x3 convolutions, in forward order."""
     w1, w2, w3, w4 = width, 2 * width, 4 * width, 8 * width
     return [(c, w1), (w1, w2), (w2, w2), (w2, w2), (w2, w3), (w3, w4), (w4, w4), (w4, w4)]
+
+
+def _resnet9_sides(h: int, w: int) -> list[tuple[int, int]]:
+    """The image side each of ResNet-9's eight convolutions computes at (pools after the 2nd,
+    5th and 6th)."""
+    return [(h, w), (h, w)] + [(h // 2, w // 2)] * 3 + [(h // 4, w // 4)] + [(h // 8, w // 8)] * 2
+
+
+def _resnet9_activations(shape: tuple[int, int, int], width: int) -> int:
+    """Values ResNet-9's convolutions output per image (each then normalised and rectified)."""
+    c, h, w = shape
+    return sum(cout * hs * ws for (_, cout), (hs, ws) in zip(_resnet9_channels(c, width), _resnet9_sides(h, w)))
+
+
+def _resnet9_macs(shape: tuple[int, int, int], width: int) -> int:
+    """Multiply-accumulates of ResNet-9's forward per image (its 3x3 convolutions)."""
+    c, h, w = shape
+    return sum(cin * cout * 9 * hs * ws for (cin, cout), (hs, ws) in zip(_resnet9_channels(c, width),
+                                                                         _resnet9_sides(h, w)))
 
 
 def _resnet9_init(shape: tuple[int, int, int], classes: int, width: int, generator: torch.Generator,
@@ -204,21 +244,39 @@ class ProxyNetwork:
     """A proxy network, functionally: ``init(shape, classes, width, generator, dtype)`` gives
     its parameter tensors (requiring grad), ``forward(params, x)`` its logits for images ``x``
     (B, C, H, W) in [0, 1]; ``min_side`` is the smallest image side it takes; ``describe(width)``
-    names the architecture."""
+    names the architecture.  What crafting through it costs (the workflow's job resources,
+    :func:`subaudit.scenarios.deep.crafting_job_resources`): ``activations(shape, width)`` and
+    ``macs(shape, width)``, the values its forward makes and its multiply-accumulates per image,
+    ``unroll_bytes``, the memory an inner step of the kept unroll holds per activation value
+    (measured: the forward's outputs, their normalised and rectified copies and the graph the
+    double backward needs), and ``macs_per_second``, the rate of a metastep (forward, backward
+    and the double backward) in forward multiply-accumulates per second on the CPU at the
+    crafting's two threads (measured, at the largest setting that fits a test)."""
 
     name: str
     init: Callable[..., list[torch.Tensor]]
     forward: Callable[[list[torch.Tensor], torch.Tensor], torch.Tensor]
     min_side: int
     describe: Callable[[int], str]
+    activations: Callable[[tuple[int, int, int], int], int]
+    macs: Callable[[tuple[int, int, int], int], int]
+    unroll_bytes: float
+    macs_per_second: float
 
 
 #: The proxy networks by name (params.yaml ``deep.metagradient.network`` takes names from here).
+#: Their crafting costs were measured on one x86-64 VM core pair (2026-11-29): one metastep's
+#: peak memory over its start and its time, cnn at width 8-16, batch 32-64, 8-32 inner steps on
+#: 28x28x1 and 32x32x3 images; ResNet-9 at width 8-32, batch 16-32, 4-16 steps (1.3 GB at width
+#: 32, batch 32, 8 steps, within 5% of the model); tests/scenarios/test_canary_optimisation.py
+#: measures one of each again.
 PROXY_NETWORKS: dict[str, ProxyNetwork] = {n.name: n for n in (
     ProxyNetwork("cnn", _cnn_init, _cnn_forward, MIN_SIDE,
-                 lambda w: f"CNN(conv {w}@8x8/2, conv {2 * w}@4x4/2, fc {HIDDEN})"),
+                 lambda w: f"CNN(conv {w}@8x8/2, conv {2 * w}@4x4/2, fc {HIDDEN})",
+                 _cnn_activations, _cnn_macs, 16.0, 4.6e8),
     ProxyNetwork("resnet-9", _resnet9_init, _resnet9_forward, 8,
-                 lambda w: f"ResNet-9(GroupNorm, {w}-{2 * w}-{4 * w}-{8 * w} channels)"),
+                 lambda w: f"ResNet-9(GroupNorm, {w}-{2 * w}-{4 * w}-{8 * w} channels)",
+                 _resnet9_activations, _resnet9_macs, 28.0, 3.7e9),
 )}
 
 

@@ -40,7 +40,8 @@ if TYPE_CHECKING:
 
 __all__ = ["CASES", "CASE_SELECTIONS", "DEEP_KINDS", "NETWORK_COSTS", "NETWORK_NAMES", "PROXY_RECORDS", "SCORES",
            "TRAININGS", "TRAINING_KEYS", "DeepKind", "NetworkCost", "Pairs", "audit_job_resources", "case_audits",
-           "case_setting", "case_training", "group_canaries", "make_pairs", "training_groups"]
+           "case_setting", "case_training", "crafting_job_resources", "group_canaries", "make_pairs",
+           "training_groups"]
 
 #: Black-box scores of a canary record under the released model (higher: more likely
 #: inserted): ``"loss"`` is minus its final cross-entropy; ``"loss-drop"`` its loss at
@@ -142,6 +143,32 @@ def audit_job_resources(deep: Mapping[str, Any], case: str, device: str, shape: 
     per_example = BYTES_PER_EXAMPLE_PARAMETER * cost.parameters * pixels / cost.pixels
     memory = BASE_MEMORY_MB + (int(np.ceil(physical * per_example / 2**20)) if kind == "cpu" else 0)
     return {"runtime": runtime, "mem_mb": memory}
+
+
+#: Margin of the crafting job's memory over its modelled unroll (the model is within 5% at the
+#: measured settings; this covers the graph's other tensors at other ones).
+UNROLL_MEMORY_MARGIN = 1.25
+
+
+def crafting_job_resources(deep: Mapping[str, Any], shape: tuple[int, ...]) -> dict[str, int]:
+    """The ``runtime`` (minutes) and ``mem_mb`` of the job that makes the input canary kinds
+    (``deep_canaries``) for images of ``shape`` (H, W[, C]), on the CPU it crafts on: with the
+    metagradient kind, its proxy's kept unroll (``steps`` inner steps of ``batch`` images, each
+    the network's measured bytes per activation value, times :data:`UNROLL_MEMORY_MARGIN`) over
+    :data:`BASE_MEMORY_MB`, and its ``metasteps`` at the network's measured rate times
+    :data:`RUNTIME_MARGIN` plus :data:`RUNTIME_FIXED_MIN`; without it, the base."""
+    from subaudit.scenarios.canary_optimisation import PROXY_NETWORKS
+
+    meta = deep["metagradient"]
+    if "metagradient" not in deep["kinds"]:
+        return {"runtime": RUNTIME_FIXED_MIN, "mem_mb": BASE_MEMORY_MB}
+    net = PROXY_NETWORKS[meta["network"]]
+    image = (shape[2] if len(shape) == 3 else 1, shape[0], shape[1])
+    width, steps, batch = int(meta["width"]), int(meta["steps"]), int(meta["batch"])
+    unroll = steps * batch * net.activations(image, width) * net.unroll_bytes
+    seconds = int(meta["metasteps"]) * steps * batch * net.macs(image, width) / net.macs_per_second
+    return {"runtime": RUNTIME_FIXED_MIN + int(np.ceil(RUNTIME_MARGIN * seconds / 60)),
+            "mem_mb": BASE_MEMORY_MB + int(np.ceil(UNROLL_MEMORY_MARGIN * unroll / 2**20))}
 #: What the metagradient kind's proxy may train on (params.yaml ``deep.metagradient.base_from``):
 #: the public images, or the audited training's own non-canary records (the paper's choice).
 PROXY_RECORDS: tuple[str, ...] = ("public", "train")
