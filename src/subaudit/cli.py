@@ -308,13 +308,14 @@ def _cmd_deep_cost(args: argparse.Namespace) -> None:
     warnings.filterwarnings("ignore", module="opacus")
     warnings.filterwarnings("ignore", message="Full backward hook")
     rate = training_rate(deep["network"], classes=source.classes, channels=channels, side=side,
-                         batch=args.batch, steps=args.steps, device=device)
+                         batch=args.batch, steps=args.steps, device=device, precision=deep["precision"])
     per_case = audit_examples(deep)
     total = sum(per_case.values())
-    out = {"network": deep["network"], "device": device, "measured_batch": args.batch,
+    out = {"network": deep["network"], "device": device, "precision": deep["precision"], "measured_batch": args.batch,
            "examples_per_second": rate, "examples": per_case, "total_examples": total,
            "hours": total / rate / 3600}
-    lines = [f"{deep['network']} on {device}: {rate:,.0f} examples/s with Opacus (batch {args.batch}, measured)"]
+    lines = [f"{deep['network']} on {device} in {deep['precision']}: {rate:,.0f} examples/s with Opacus "
+             f"(batch {args.batch}, measured)"]
     for case, n in per_case.items():
         c = case_training(deep, case)
         per_training = int(c["steps"]) * int(c["batch"]) * int(c.get("augmentations", 1))

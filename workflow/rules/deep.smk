@@ -109,6 +109,7 @@ if DEEP["source"] is not None:  # null: no deep-network audits
             network=DEEP["network"],
             training=lambda wc: case_training(DEEP, wc.case),
             physical_batch=DEEP["physical_batch"],
+            precision=DEEP["precision"],
             kinds=lambda wc: deep_group(wc)[0],
             gradient_canaries=lambda wc: case_setting(DEEP, wc.case)["gradient_canaries"] if deep_group(wc)[1] else 0,
             gradient_width=lambda wc: DEEP["gradient_width"] if wc.game == "substitute" and deep_group(wc)[1] else 1,

@@ -14,7 +14,7 @@ p, wc, inp = snakemake.params, snakemake.wildcards, snakemake.input
 data = load_data(inp.archive, p.source, p.sizes, p.seed)
 init = load_weights(inp.pretrained[0]) if inp.pretrained else None
 pairs = {kind: made for kind, made in load_canaries(inp.canaries).items() if kind in p.kinds}
-training = Training(**p.training, physical_batch=p.physical_batch)
+training = Training(**p.training, physical_batch=p.physical_batch, precision=p.precision)
 audit = run_audit(wc.case, wc.game, int(wc.repeat), data=data, pairs=pairs, network=p.network,
                   training=training, gradient_canaries=p.gradient_canaries, init=init,
                   scores=p.scores, seed=p.seed, group=wc.group, gradient_width=p.gradient_width,

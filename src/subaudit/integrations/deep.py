@@ -23,7 +23,7 @@ import contextlib
 import json
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,8 +40,8 @@ from subaudit.devices import fixed_threads
 from subaudit.estimation.procedures import ScoreSet, bound_rows
 from subaudit.integrations.audit import OneRunAudit
 from subaudit.integrations.networks import build
-from subaudit.scenarios.deep import (CASES, DEEP_KINDS, PROXY_RECORDS, Pairs, case_audits, case_training,
-                                     make_pairs)
+from subaudit.scenarios.deep import (CASES, DEEP_KINDS, PRECISIONS, PROXY_RECORDS, Pairs, case_audits,
+                                     case_training, make_pairs)
 from subaudit.seeding import derive_seed
 from subaudit.validation import Diverged, ParameterError, check_choice, check_count, check_memory
 
@@ -228,7 +228,7 @@ class Training:
     """The DP training of one audit: Opacus' settings (params.yaml ``deep.cases.<case>``);
     ``augmentations`` is the augmentation multiplicity K (1: none); ``physical_batch`` the most
     records one forward and backward pass holds (``deep.physical_batch``; None: the whole
-    Poisson batch)."""
+    Poisson batch); ``precision`` its arithmetic (``deep.precision``, :data:`PRECISIONS`)."""
 
     steps: int
     batch: int
@@ -238,6 +238,28 @@ class Training:
     clip: float
     augmentations: int = 1
     physical_batch: int | None = None
+    precision: str = "fp32"
+
+
+@contextlib.contextmanager
+def arithmetic(precision: str, device: str) -> Iterator[None]:
+    """The arithmetic of ``precision`` (:data:`~subaudit.scenarios.deep.PRECISIONS`) for what runs
+    inside: TF32 products on a GPU (restored after), or a bfloat16 autocast of the forward."""
+    check_choice(precision, "precision", PRECISIONS)
+    cuda = str(device).startswith("cuda")
+    if precision == "bf16":
+        with torch.autocast("cuda" if cuda else "cpu", dtype=torch.bfloat16):
+            yield
+        return
+    if precision == "tf32" and cuda:
+        before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+        try:
+            yield
+        finally:
+            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+        return
+    yield
 
 
 @dataclass(frozen=True)
@@ -269,6 +291,7 @@ def train_private(model: torch.nn.Module, audit: OneRunAudit, base: TensorDatase
     gradient canaries and the accountant's step come once per Poisson batch and the update
     equals the unsplit one to float rounding, in a memory bounded by the physical batch."""
     physical = None if training.physical_batch is None else check_count(training.physical_batch, "physical_batch")
+    check_choice(training.precision, "precision", PRECISIONS)
     model.to(device)
     audit.start(model)
     engine = PrivacyEngine(accountant="prv")
@@ -297,7 +320,9 @@ def train_private(model: torch.nn.Module, audit: OneRunAudit, base: TensorDatase
                     if j + 1 < len(cuts):
                         optimizer.signal_skip_step(do_skip=True)
                     rows = slice(start * k, end * k)
-                    F.cross_entropy(model(xb[rows].to(device)), yb[rows].to(device)).backward()
+                    with arithmetic(training.precision, device):
+                        logits = model(xb[rows].to(device))
+                    F.cross_entropy(logits.float(), yb[rows].to(device)).backward()
                     average_augmentations(model.parameters(), k)
                     optimizer.step()
                 step += 1
@@ -372,7 +397,7 @@ def run_audit(case: str, game: str, repeat: int, *, data: DeepData, pairs: Mappi
     info = {"case": case, "game": game, "group": group, "repeat": int(repeat), "steps": training.steps,
             "noise_multiplier": training.noise_multiplier, "sample_rate": history[0][1],
             "test_accuracy": accuracy(model, data.test[0].to(device), data.test[1].to(device)),
-            "examples": examples}
+            "examples": examples, **({"precision": training.precision} if training.precision != "fp32" else {})}
     return DeepAudit(kept_scores, kept_bits, history, info, seconds)
 
 
@@ -421,9 +446,10 @@ def audit_rows(audit: DeepAudit, *, delta: float, alpha: float, procedures: Sequ
 
 
 def training_rate(network: str, *, classes: int, channels: int, side: int, batch: int, steps: int = 5,
-                  device: str = "cpu") -> float:
+                  device: str = "cpu", precision: str = "fp32") -> float:
     """Examples per second of Opacus' DP-SGD on ``network`` at ``batch`` on ``device``
-    (random images, after one warm-up step): what the cost of an audit scales with.  A batch
+    (random images, after one warm-up step) in ``precision``'s arithmetic: what the cost of an
+    audit scales with.  A batch
     whose images (four batches, on the host) and per-example gradients (on ``device``) do not
     fit in memory is refused first (ParameterError naming ``batch``, with the size)."""
     batch = check_count(batch, "batch")
@@ -453,7 +479,9 @@ def training_rate(network: str, *, classes: int, channels: int, side: int, batch
                     torch.cuda.synchronize()
                 start, examples = time.perf_counter(), 0
             optimizer.zero_grad()
-            F.cross_entropy(model(xb.to(device)), yb.to(device)).backward()
+            with arithmetic(precision, device):
+                logits = model(xb.to(device))
+            F.cross_entropy(logits.float(), yb.to(device)).backward()
             optimizer.step()
             if done >= 1:
                 examples += len(yb)

@@ -38,7 +38,8 @@ from subaudit.validation import ParameterError, check_choice, check_count
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["CASES", "CASE_SELECTIONS", "DEEP_KINDS", "NETWORK_COSTS", "NETWORK_NAMES", "PROXY_RECORDS", "SCORES",
+__all__ = ["CASES", "CASE_SELECTIONS", "DEEP_KINDS", "NETWORK_COSTS", "NETWORK_NAMES", "PRECISIONS", "PROXY_RECORDS",
+           "SCORES",
            "TRAININGS", "TRAINING_KEYS", "DeepKind", "NetworkCost", "Pairs", "audit_job_resources", "case_audits",
            "case_setting", "case_training", "crafting_job_resources", "group_canaries", "make_pairs",
            "training_groups"]
@@ -60,6 +61,15 @@ CASES: dict[str, str] = {
 #: gradient canaries and their scores.
 CASE_SELECTIONS: tuple[str, ...] = ("kinds", "games", "repeats", "gradient_canaries", "gradient_scores")
 #: A case's DP-SGD settings (:class:`subaudit.integrations.deep.Training`).
+#: Arithmetic of the deep phase's DP trainings (params.yaml ``deep.precision``). A GPU's rate
+#: grows with the narrower ones; the audit stays valid (the noise and clipping are Opacus',
+#: in float32 parameters), only its numbers round differently.
+PRECISIONS: dict[str, str] = {
+    "fp32": "float32 throughout (the default; the same numbers on every machine of one device kind)",
+    "tf32": "TF32 matrix products and convolutions on a GPU (float32 on the CPU)",
+    "bf16": "the forward in bfloat16 (autocast; the loss, per-example gradients' clipping, noise and "
+            "parameters in float32)",
+}
 TRAINING_KEYS: tuple[str, ...] = ("steps", "batch", "lr", "momentum", "noise_multiplier", "clip", "augmentations")
 
 
