@@ -14,7 +14,7 @@ metrics).  The files there that no job writes are moved, not deleted, to
 ``dvc checkout``, or from there by hand); hidden files (a running writer's temporaries, which
 ``.dvcignore`` keeps out of DVC) are left alone.
 
-    python workflow/check_complete.py [snakemake options]
+    python workflow/check_complete.py [snakemake options, never targets]
 """
 
 from __future__ import annotations
@@ -83,6 +83,12 @@ def listing(paths: list[str], limit: int = 50) -> str:
 
 
 def main(options: list[str]) -> int:
+    # Targets would narrow what the configuration owns to their jobs, and move the rest away.
+    targets = [o for o in options if o == "--" or o.startswith(("results/", "data/"))]
+    if targets:
+        print(f"workflow/check_complete.py checks the whole configuration: give it Snakemake's options "
+              f"(--configfile, --profile), not targets ({' '.join(targets)})", file=sys.stderr)
+        return 2
     outputs = summary(options)
     roots = versioned()
     stale = stale_files(roots, set(outputs))

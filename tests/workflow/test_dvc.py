@@ -163,3 +163,15 @@ def test_dvc_records_only_what_the_configuration_owns(tiny_run, tmp_path, repo_r
     assert (origin / "dvc.lock").read_text() == lock
     assert sorted(str(p.relative_to(origin)).split("/", 2)[2] for p in (origin / "stale").rglob("*")
                   if p.is_file()) == sorted(set(published) ^ set(made))
+
+
+def test_the_check_refuses_targets(tmp_path, repo_root):
+    """Targets would narrow what the configuration owns to their jobs and move every other
+    output to stale/: the check refuses them before reading anything."""
+    (tmp_path / "results" / "s1").mkdir(parents=True)
+    kept = tmp_path / "results" / "s1" / "x.npz"
+    kept.write_bytes(b"x")
+    for options in (["--", "results/figures/fig2.png"], ["--configfile", "p.yaml", "results/s1/x.npz"]):
+        proc = subprocess.run([sys.executable, str(repo_root / "workflow" / "check_complete.py"), *options],
+                              cwd=tmp_path, capture_output=True, text=True)
+        assert proc.returncode == 2 and "not targets" in proc.stderr and kept.exists()
