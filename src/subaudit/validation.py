@@ -7,6 +7,7 @@ and the allowed range, so that a caller (CLI flag, params.yaml key) can re-label
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterable
 from typing import Any
 
@@ -120,8 +121,6 @@ def available_memory() -> int | None:
     except OSError:
         pass
     try:
-        import os
-
         return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (AttributeError, ValueError, OSError):
         return None
