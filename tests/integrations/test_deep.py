@@ -104,6 +104,22 @@ def test_an_audit_jobs_slurm_resources_grow_with_its_training():
         np.ceil(64 * 12 * 2_748_890 / 2**20))
 
 
+def test_the_pretraining_jobs_resources_grow_with_its_epochs():
+    """Minutes: 10 + 3 x epochs x public images / (the network's Opacus rate, scaled to the
+    input) / 60, rounded up (a bound: a non-private step needs no per-example gradients);
+    memory on the CPU: 3,000 MB + 12 bytes x parameters x batch, on a GPU 3,000 MB."""
+    from subaudit.scenarios.deep import pretrain_job_resources
+
+    default = {"network": "sample-convnet", "sizes": {"public": 4000}, "pretrain": {"epochs": 3, "batch": 128}}
+    cpu = pretrain_job_resources(default, "cpu", (28, 28))
+    assert cpu == {"runtime": 10 + int(np.ceil(3 * 3 * 4000 / 2_857 / 60)),
+                   "mem_mb": 3_000 + int(np.ceil(128 * 12 * 26_010 / 2**20))}
+    paper = {"network": "wrn-16-4", "sizes": {"public": 3000}, "pretrain": {"epochs": 30, "batch": 256}}
+    assert pretrain_job_resources(paper, "cpu", (32, 32, 3))["runtime"] == 10 + int(np.ceil(3 * 30 * 3000 / 16.2 / 60))
+    assert pretrain_job_resources(paper, "cuda", (32, 32, 3)) == {
+        "runtime": 10 + int(np.ceil(3 * 30 * 3000 / 8_843 / 60)), "mem_mb": 3_000}
+
+
 @pytest.fixture(scope="module")
 def data() -> deep.DeepData:
     """Synthetic 28x28 'images': class c is a bright square at position c, plus noise."""

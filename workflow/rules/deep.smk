@@ -23,6 +23,7 @@ if DEEP["source"] is not None:  # null: no deep-network audits
     DEEP_AUDIT_RESOURCES = {case: audit_job_resources(DEEP, case, NAT["device"], SOURCES[DEEP["source"]].shape)
                             for case in DEEP["cases"]}   # runtime and memory from the setting
     DEEP_CRAFTING_RESOURCES = crafting_job_resources(DEEP, SOURCES[DEEP["source"]].shape)
+    DEEP_PRETRAIN_RESOURCES = pretrain_job_resources(DEEP, NAT["device"], SOURCES[DEEP["source"]].shape)
     DEEP_AUDITS = [f"results/deep/audits/{case}_{game}_{group}_{repeat}.npz"
                    for case, game, group, repeat in DEEP_TRAININGS]
 
@@ -73,6 +74,7 @@ if DEEP["source"] is not None:  # null: no deep-network audits
             sizes=DEEP["sizes"],
             network=DEEP["network"],
             pretrain=DEEP["pretrain"],
+            device=NAT["device"],
             seed=DEEP_SEED,
         threads: 1
         priority: UNLOCKS
@@ -81,8 +83,8 @@ if DEEP["source"] is not None:  # null: no deep-network audits
         benchmark:
             "logs/benchmarks/deep/pretrain.tsv"
         resources:
-            mem_mb=3000,
-            runtime=30,
+            mem_mb=DEEP_PRETRAIN_RESOURCES["mem_mb"],
+            runtime=DEEP_PRETRAIN_RESOURCES["runtime"],
             gpu=GPUS,
         conda:
             "../envs/subaudit.yaml"

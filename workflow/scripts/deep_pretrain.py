@@ -6,7 +6,7 @@ warm.hand_over()  # in the warm worker's child when one takes the job (subaudit.
 
 import torch
 
-from subaudit.devices import use_threads
+from subaudit.devices import resolve_device, use_threads
 from subaudit.integrations.deep import accuracy, load_data, pretrain, save_weights
 from subaudit.integrations.networks import build
 from subaudit.pipeline import logs
@@ -15,7 +15,7 @@ log = logs.start(snakemake.log[0])
 use_threads(snakemake.threads)
 p = snakemake.params
 data = load_data(snakemake.input[0], p.source, p.sizes, p.seed)
-state = pretrain(p.network, data, seed=p.seed, progress=True, **p.pretrain)
+state = pretrain(p.network, data, seed=p.seed, device=str(resolve_device(p.device)), progress=True, **p.pretrain)
 channels, side = data.shape
 model = build(p.network, classes=data.classes, channels=channels, size=side, seed=0)
 model.load_state_dict(state)

@@ -173,22 +173,23 @@ def accuracy(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, batch: in
 
 
 def pretrain(network: str, data: DeepData, *, epochs: int, batch: int, lr: float, seed: int,
-             progress: bool = False) -> dict[str, torch.Tensor]:
-    """Non-private pretraining of ``network`` on the public images (SGD with momentum 0.9):
-    the starting point of the ``finetune`` case."""
+             device: str = "cpu", progress: bool = False) -> dict[str, torch.Tensor]:
+    """Non-private pretraining of ``network`` on the public images (SGD with momentum 0.9) on
+    ``device``: the starting point of the ``finetune`` case (weights returned on the CPU)."""
     channels, side = data.shape
-    model = build(network, classes=data.classes, channels=channels, size=side, seed=derive_seed(seed, "pretrain-init"))
-    x, y = data.public
+    model = build(network, classes=data.classes, channels=channels, size=side,
+                  seed=derive_seed(seed, "pretrain-init")).to(device)
+    x, y = (t.to(device) for t in data.public)
     gen = torch.Generator().manual_seed(derive_seed(seed, "pretrain-order"))
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
     for _ in tqdm(range(check_count(epochs, "epochs")), desc="pretrain", disable=not progress):
         order = torch.randperm(len(y), generator=gen)
         for k in range(0, len(y), batch):
-            rows = order[k:k + batch]
+            rows = order[k:k + batch].to(device)
             opt.zero_grad()
             F.cross_entropy(model(x[rows]), y[rows]).backward()
             opt.step()
-    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+    return {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
 
 
 def augment(x: torch.Tensor, copies: int, generator: torch.Generator, pad: int = 4) -> torch.Tensor:

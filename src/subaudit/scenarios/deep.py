@@ -42,7 +42,7 @@ __all__ = ["CASES", "CASE_SELECTIONS", "DEEP_KINDS", "NETWORK_COSTS", "NETWORK_N
            "SCORES",
            "TRAININGS", "TRAINING_KEYS", "DeepKind", "NetworkCost", "Pairs", "audit_job_resources", "case_audits",
            "case_setting", "case_training", "crafting_job_resources", "group_canaries", "make_pairs",
-           "training_groups"]
+           "pretrain_job_resources", "training_groups"]
 
 #: Black-box scores of a canary record under the released model (higher: more likely
 #: inserted): ``"loss"`` is minus its final cross-entropy; ``"loss-drop"`` its loss at
@@ -152,6 +152,23 @@ def audit_job_resources(deep: Mapping[str, Any], case: str, device: str, shape: 
     physical = deep.get("physical_batch") or int(np.ceil(batch + 4 * np.sqrt(batch))) * views
     per_example = BYTES_PER_EXAMPLE_PARAMETER * cost.parameters * pixels / cost.pixels
     memory = BASE_MEMORY_MB + (int(np.ceil(physical * per_example / 2**20)) if kind == "cpu" else 0)
+    return {"runtime": runtime, "mem_mb": memory}
+
+
+def pretrain_job_resources(deep: Mapping[str, Any], device: str, shape: tuple[int, ...]) -> dict[str, int]:
+    """The ``runtime`` (minutes) and ``mem_mb`` of the fine-tuning case's pretraining
+    (``deep_pretrain``) on ``device`` for images of ``shape``: ``epochs`` passes over the public
+    images at the network's measured Opacus rate (a bound: a non-private step needs no
+    per-example gradients) times :data:`RUNTIME_MARGIN`, plus :data:`RUNTIME_FIXED_MIN`; on the
+    CPU the memory of a batch at the audits' bytes per example and parameter (a bound too)."""
+    pre, cost = deep["pretrain"], NETWORK_COSTS[deep["network"]]
+    pixels = int(np.prod(shape))
+    kind = "cpu" if device == "cpu" else "cuda"
+    examples = int(pre["epochs"]) * int(deep["sizes"]["public"])
+    rate = cost.rate[kind] * cost.pixels / pixels
+    runtime = RUNTIME_FIXED_MIN + int(np.ceil(RUNTIME_MARGIN * examples / rate / 60))
+    per_example = BYTES_PER_EXAMPLE_PARAMETER * cost.parameters * pixels / cost.pixels
+    memory = BASE_MEMORY_MB + (int(np.ceil(int(pre["batch"]) * per_example / 2**20)) if kind == "cpu" else 0)
     return {"runtime": runtime, "mem_mb": memory}
 
 
