@@ -296,7 +296,7 @@ def _cmd_deep_cost(args: argparse.Namespace) -> None:
     from subaudit.data import SOURCES
     from subaudit.devices import resolve_device
     from subaudit.integrations.deep import audit_examples, training_rate
-    from subaudit.scenarios.deep import case_training
+    from subaudit.scenarios.deep import case_training, case_trainings
 
     params = _configuration(args)
     deep = params["deep"]
@@ -316,10 +316,10 @@ def _cmd_deep_cost(args: argparse.Namespace) -> None:
            "hours": total / rate / 3600}
     lines = [f"{deep['network']} on {device} in {deep['precision']}: {rate:,.0f} examples/s with Opacus "
              f"(batch {args.batch}, measured)"]
+    trainings = case_trainings(deep)
     for case, n in per_case.items():
         c = case_training(deep, case)
-        per_training = int(c["steps"]) * int(c["batch"]) * int(c.get("augmentations", 1))
-        lines.append(f"  {case}: {n:,} examples ({n // per_training} DP trainings x {c['steps']} steps x "
+        lines.append(f"  {case}: {n:,} examples ({trainings[case]} DP trainings x {c['steps']} steps x "
                      f"{c['batch']} records x {c.get('augmentations', 1)} augmentation views)")
     lines.append(f"  all DP trainings: {total:,} examples, about {out['hours']:.3g} hours at that rate "
                  "(plus the metagradient crafting and pretraining)")

@@ -10,9 +10,7 @@ from subaudit.reporting.figure_registry import experiment_figure, figures_for
 from subaudit.data import SOURCES
 from subaudit.estimation import ESTIMATORS
 from subaudit.scenarios.one_run import CANARY_KINDS
-from subaudit.scenarios.deep import DEEP_KINDS, audit_job_resources, case_audits, case_setting, case_training
-from subaudit.scenarios.deep import crafting_job_resources, pretrain_job_resources
-from subaudit.scenarios.deep import group_canaries
+from subaudit.scenarios.deep import DEEP_KINDS, audit_job_resources, case_audits, case_setting, case_training, crafting_job_resources, group_canaries, pretrain_job_resources
 from subaudit.scenarios import SCENARIOS
 from subaudit.schedule import checkpoints
 from subaudit.pipeline.prefetch import downloads

@@ -47,7 +47,7 @@ if DEEP["source"] is not None:  # null: no deep-network audits
         # (subaudit.integrations.deep). Asking for two cores keeps the deep phase after the
         # natural one: with one core the deep audits ran beside the training shards and both
         # slowed (default run: 1,806 instead of 1,656 job-seconds). It crafts on the CPU; its
-        # memory holds the proxy's whole unroll (the paper preset's ResNet-9: about 65 GB).
+        # memory holds the proxy's whole unroll (the paper preset's ResNet-9: about 52 GB).
         threads: 2
         priority: UNLOCKS
         log:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -40,8 +39,8 @@ from subaudit.devices import fixed_threads
 from subaudit.estimation.procedures import ScoreSet, bound_rows
 from subaudit.integrations.audit import OneRunAudit
 from subaudit.integrations.networks import build
-from subaudit.scenarios.deep import (CASES, DEEP_KINDS, PRECISIONS, PROXY_RECORDS, Pairs, case_audits,
-                                     case_training, make_pairs)
+from subaudit.scenarios.deep import (CASES, DEEP_KINDS, PRECISIONS, PROXY_RECORDS, Pairs, case_training,
+                                     case_trainings, make_pairs)
 from subaudit.seeding import derive_seed
 from subaudit.validation import Diverged, ParameterError, check_choice, check_count, check_memory
 
@@ -292,7 +291,6 @@ def train_private(model: torch.nn.Module, audit: OneRunAudit, base: TensorDatase
     gradient canaries and the accountant's step come once per Poisson batch and the update
     equals the unsplit one to float rounding, in a memory bounded by the physical batch."""
     physical = None if training.physical_batch is None else check_count(training.physical_batch, "physical_batch")
-    check_choice(training.precision, "precision", PRECISIONS)
     model.to(device)
     audit.start(model)
     engine = PrivacyEngine(accountant="prv")
@@ -498,6 +496,5 @@ def audit_examples(deep_params: Mapping[str, Any]) -> dict[str, int]:
     trainings: games x groups (``deep.trainings``) x repeats, a case's own where it chooses
     them, each steps x batch x augmentations in expectation: every augmented view is a forward
     and backward pass)."""
-    trainings = Counter(case for case, *_ in case_audits(deep_params))
-    return {case: trainings[case] * int(c["steps"]) * int(c["batch"]) * int(c.get("augmentations", 1))
-            for case, c in ((case, case_training(deep_params, case)) for case in deep_params["cases"])}
+    return {case: n * int(c["steps"]) * int(c["batch"]) * int(c.get("augmentations", 1))
+            for case, n in case_trainings(deep_params).items() for c in [case_training(deep_params, case)]}

@@ -26,6 +26,7 @@ functions, so the registry loads while the workflow parses.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
 __all__ = ["CASES", "CASE_SELECTIONS", "DEEP_KINDS", "NETWORK_COSTS", "NETWORK_NAMES", "PRECISIONS", "PROXY_RECORDS",
            "SCORES",
            "TRAININGS", "TRAINING_KEYS", "DeepKind", "NetworkCost", "Pairs", "audit_job_resources", "case_audits",
-           "case_setting", "case_training", "crafting_job_resources", "group_canaries", "make_pairs",
+           "case_setting", "case_training", "case_trainings", "crafting_job_resources", "group_canaries", "make_pairs",
            "pretrain_job_resources", "training_groups"]
 
 #: Black-box scores of a canary record under the released model (higher: more likely
@@ -98,6 +99,12 @@ def case_audits(deep: Mapping[str, Any]) -> list[tuple[str, str, str, int]]:
     return out
 
 
+def case_trainings(deep: Mapping[str, Any]) -> dict[str, int]:
+    """The DP trainings of each case (:func:`case_audits`, counted), every case named."""
+    counts = Counter(case for case, *_ in case_audits(deep))
+    return {case: counts[case] for case in deep["cases"]}
+
+
 @dataclass(frozen=True)
 class NetworkCost:
     """What Opacus' DP-SGD of a network costs, measured at a reference input of ``pixels``
@@ -131,45 +138,43 @@ RUNTIME_MARGIN, RUNTIME_FIXED_MIN = 3.0, 10
 BYTES_PER_EXAMPLE_PARAMETER, BASE_MEMORY_MB = 12, 3_000
 
 
-def audit_job_resources(deep: Mapping[str, Any], case: str, device: str, shape: tuple[int, ...]
-                        ) -> dict[str, int]:
-    """The SLURM ``runtime`` (minutes) and ``mem_mb`` of one deep audit of ``case`` on
-    ``device`` (cpu, or any other: a GPU) for images of ``shape``: its examples
-    (steps x batch x augmentations) at the network's measured rate (scaled by the input's
-    size) times :data:`RUNTIME_MARGIN`, plus :data:`RUNTIME_FIXED_MIN`; on the CPU the memory
-    of a physical batch's per-example gradients (``deep.physical_batch``, else the expected
-    Poisson batch and 4 standard deviations, times the augmentations), on a GPU host memory
-    for the data only."""
-    c = deep["cases"][case]
+def _training_job(deep: Mapping[str, Any], device: str, shape: tuple[int, ...], examples: int,
+                  in_memory: int) -> dict[str, int]:
+    """``runtime`` and ``mem_mb`` of a job that trains the deep phase's network on ``examples``
+    images of ``shape`` on ``device``, holding ``in_memory`` of them at once: the examples at the
+    network's measured Opacus rate (scaled by the input's size) times :data:`RUNTIME_MARGIN`,
+    plus :data:`RUNTIME_FIXED_MIN`; :data:`BASE_MEMORY_MB`, and on the CPU the held images'
+    per-example gradients."""
     cost = NETWORK_COSTS[deep["network"]]
     pixels = int(np.prod(shape))
     kind = "cpu" if device == "cpu" else "cuda"
-    views = int(c.get("augmentations", 1))
-    examples = int(c["steps"]) * int(c["batch"]) * views
     rate = cost.rate[kind] * cost.pixels / pixels
     runtime = RUNTIME_FIXED_MIN + int(np.ceil(RUNTIME_MARGIN * examples / rate / 60))
-    batch = int(c["batch"])
-    physical = deep.get("physical_batch") or int(np.ceil(batch + 4 * np.sqrt(batch))) * views
     per_example = BYTES_PER_EXAMPLE_PARAMETER * cost.parameters * pixels / cost.pixels
-    memory = BASE_MEMORY_MB + (int(np.ceil(physical * per_example / 2**20)) if kind == "cpu" else 0)
+    memory = BASE_MEMORY_MB + (int(np.ceil(in_memory * per_example / 2**20)) if kind == "cpu" else 0)
     return {"runtime": runtime, "mem_mb": memory}
+
+
+def audit_job_resources(deep: Mapping[str, Any], case: str, device: str, shape: tuple[int, ...]
+                        ) -> dict[str, int]:
+    """The SLURM ``runtime`` (minutes) and ``mem_mb`` of one deep audit of ``case`` on
+    ``device`` (cpu, or any other: a GPU) for images of ``shape`` (:func:`_training_job`): its
+    examples (steps x batch x augmentations); on the CPU the memory of a physical batch's
+    per-example gradients (``deep.physical_batch``, else the expected Poisson batch and 4
+    standard deviations, times the augmentations), on a GPU host memory for the data only."""
+    c = deep["cases"][case]
+    views, batch = int(c.get("augmentations", 1)), int(c["batch"])
+    physical = deep.get("physical_batch") or int(np.ceil(batch + 4 * np.sqrt(batch))) * views
+    return _training_job(deep, device, shape, int(c["steps"]) * batch * views, physical)
 
 
 def pretrain_job_resources(deep: Mapping[str, Any], device: str, shape: tuple[int, ...]) -> dict[str, int]:
     """The ``runtime`` (minutes) and ``mem_mb`` of the fine-tuning case's pretraining
-    (``deep_pretrain``) on ``device`` for images of ``shape``: ``epochs`` passes over the public
-    images at the network's measured Opacus rate (a bound: a non-private step needs no
-    per-example gradients) times :data:`RUNTIME_MARGIN`, plus :data:`RUNTIME_FIXED_MIN`; on the
-    CPU the memory of a batch at the audits' bytes per example and parameter (a bound too)."""
-    pre, cost = deep["pretrain"], NETWORK_COSTS[deep["network"]]
-    pixels = int(np.prod(shape))
-    kind = "cpu" if device == "cpu" else "cuda"
-    examples = int(pre["epochs"]) * int(deep["sizes"]["public"])
-    rate = cost.rate[kind] * cost.pixels / pixels
-    runtime = RUNTIME_FIXED_MIN + int(np.ceil(RUNTIME_MARGIN * examples / rate / 60))
-    per_example = BYTES_PER_EXAMPLE_PARAMETER * cost.parameters * pixels / cost.pixels
-    memory = BASE_MEMORY_MB + (int(np.ceil(int(pre["batch"]) * per_example / 2**20)) if kind == "cpu" else 0)
-    return {"runtime": runtime, "mem_mb": memory}
+    (``deep_pretrain``) on ``device`` for images of ``shape`` (:func:`_training_job`): ``epochs``
+    passes over the public images, a batch held at once; bounds, since a non-private step needs
+    no per-example gradients."""
+    pre = deep["pretrain"]
+    return _training_job(deep, device, shape, int(pre["epochs"]) * int(deep["sizes"]["public"]), int(pre["batch"]))
 
 
 #: Margin of the crafting job's memory over its modelled unroll (the model is within 5% at the
