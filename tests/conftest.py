@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import io
 import json
 import os
@@ -20,6 +21,9 @@ from typing import Any
 
 import pytest
 import yaml
+
+# the local SLURM cluster's fixture (`cluster`) for the modules that submit to it
+pytest_plugins = ["slurm_cluster"]
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -125,6 +129,70 @@ def job_counts(workdir: Path, *targets: str) -> dict[str, int]:
 
 #: What the DVC stage versions (dvc.yaml's outs and metrics): the outputs that must reproduce
 #: bit for bit.
+def jobs_over_requests(workdir: Path, dry_run: str) -> tuple[int, list[tuple[str, float, float, dict[str, str]]]]:
+    """Every job of ``dry_run`` (a ``--dry-run --forceall`` output of the run in ``workdir``)
+    measured (its log's line from the warm worker or its own process, else its benchmark
+    file) against the ``mem_mb`` and ``runtime`` it requests, which every rule must give: the
+    number checked, and (rule, peak MB, wall s, request) of each job over its request."""
+    import pandas as pd
+
+    from subaudit.pipeline import warm
+
+    blocks = [b for b in re.split(r"\n(?=(?:local)?rule \w+:)", dry_run) if re.match(r"(?:local)?rule \w+:", b)]
+    checked, over = 0, []
+    for block in blocks:
+        rule = re.match(r"(?:local)?rule (\w+):", block).group(1)
+        if rule == "all":
+            continue
+        asked = dict(re.findall(r"\b(mem_mb|runtime)=(\d+)", block.split("resources:", 1)[-1].split("\n", 1)[0]))
+        assert set(asked) == {"mem_mb", "runtime"}, (rule, asked)
+        log = re.search(r"\n\s+log: ([^\n,]+)", block)
+        bench = re.search(r"\n\s+benchmark: ([^\n]+)", block)
+        usage = warm.job_usage(workdir / log.group(1).strip()) if log else None
+        if usage and "wall_s" in usage:
+            peak, wall = usage["max_rss_mb"], usage["wall_s"]
+        elif bench and (workdir / bench.group(1).strip()).exists():
+            row = pd.read_csv(workdir / bench.group(1).strip(), sep="\t").iloc[0]
+            peak, wall = float(row["max_rss"]), float(row["s"])
+        else:
+            raise AssertionError(f"a job of {rule} was measured neither by the warm worker nor by a benchmark")
+        checked += 1
+        if peak > int(asked["mem_mb"]) or wall > 60 * int(asked["runtime"]):
+            over.append((rule, peak, wall, asked))
+    return checked, over
+
+
+@functools.cache
+def paper_dry_run(*extra: str) -> str:
+    """``snakemake -n --forceall`` of presets/paper.yaml with gpu.yaml and ``extra`` config files
+    (or ``"--", target``): the whole workflow, nothing run; each dry run once per test session,
+    shared by the pytest-xdist workers of a session through files in their common temporary
+    folder (a file lock each), since several modules read the same ones."""
+    import hashlib
+    import tempfile
+
+    from filelock import FileLock
+
+    def run() -> str:
+        proc = subprocess.run([Path(sys.executable).parent / "snakemake", "-n", "--forceall", "--configfile",
+                               "presets/paper.yaml", "presets/gpu.yaml", *extra], cwd=ROOT,
+                              capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        return proc.stdout
+
+    session = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if session is None:
+        return run()
+    folder = Path(tempfile.gettempdir()) / f"subaudit-dry-runs-{session}"
+    folder.mkdir(exist_ok=True)
+    stem = folder / hashlib.sha256("\0".join(extra).encode()).hexdigest()[:16]
+    with FileLock(str(stem.with_suffix(".lock"))):
+        out = stem.with_suffix(".txt")
+        if not out.exists():
+            out.write_text(run())
+        return out.read_text()
+
+
 VERSIONED = ("data/raw", "data/splits", "data/features", "results")
 
 

@@ -547,6 +547,9 @@ _BAD_INPUTS = [
      "--params {t}/tag.yaml: not valid YAML (line 1, column 7): could not determine a constructor"),
     (("deep-cost", "--params", "{t}/list.yaml"), 2, "--params {t}/list.yaml: expected a mapping"),
     (("deep-cost", "--params", "{t}/unknown.yaml"), 2, "{t}/unknown.yaml: unknown key"),
+    (("plan",), 2, "--root = '.'"),
+    (("plan", "--root", "{r}", "--configfile", "{t}/broken.yaml"), 2, "--configfile {t}/broken.yaml: not valid"),
+    (("plan", "--root", "{r}", "--configfile", "{t}/none.yaml"), 2, "--configfile {t}/none.yaml: no such file"),
     (("prefetch",), 2, "--params params.yaml: no such file"),
     (("prefetch", "--params", "{t}/tag.yaml"), 2, "--params {t}/tag.yaml: not valid YAML"),
     (("prefetch", "--params", "{p}", "--root", "{t}/bad.npz"), 2, "--root = '{t}/bad.npz'"),
@@ -594,7 +597,7 @@ def test_every_command_gives_one_line_for_each_bad_input(tmp_path, monkeypatch, 
     folder.mkdir()
     _bad_files(folder)
     monkeypatch.chdir(tmp_path)                 # no params.yaml here
-    fill = {"t": str(folder), "p": str(repo_root / "params.yaml")}
+    fill = {"t": str(folder), "p": str(repo_root / "params.yaml"), "r": str(repo_root)}
     for args, status, named in _BAD_INPUTS:
         argv = [a.format(**fill) for a in args]
         proc = run_cli(*argv, check=False)

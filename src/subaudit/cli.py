@@ -322,8 +322,23 @@ def _cmd_deep_cost(args: argparse.Namespace) -> None:
         lines.append(f"  {case}: {n:,} examples ({trainings[case]} DP trainings x {c['steps']} steps x "
                      f"{c['batch']} records x {c.get('augmentations', 1)} augmentation views)")
     lines.append(f"  all DP trainings: {total:,} examples, about {out['hours']:.3g} hours at that rate "
-                 "(plus the metagradient crafting and pretraining)")
+                 "(plus the metagradient crafting and pretraining: `subaudit plan` lists every job's request)")
     _emit(out, args.json, "\n".join(lines))
+
+
+def _cmd_plan(args: argparse.Namespace) -> None:
+    from subaudit.pipeline.plan import format_plan, plan, planned_jobs, totals
+
+    root = Path(args.root)
+    if not (root / "Snakefile").is_file():
+        raise ParameterError("root", args.root, "the workflow's folder (it holds the Snakefile and params.yaml)")
+    args.params = str(root / "params.yaml")
+    _configuration(args)                          # bad input: one line naming the key, before the dry run
+    try:
+        rows = plan(planned_jobs(root, [Path(c).resolve() for c in args.configfile]))
+    except (RuntimeError, ValueError) as err:
+        raise UsageError(str(err)) from None
+    _emit({"rules": [vars(r) for r in rows], "total": totals(rows)}, args.json, format_plan(rows))
 
 
 def _cmd_simulate_s1(args: argparse.Namespace) -> None:
@@ -570,6 +585,14 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--no-weights", action="store_true", help="datasets only, no backbone weights")
     sp.add_argument("--json", action="store_true")
     sp.set_defaults(func=_cmd_prefetch)
+
+    sp = sub.add_parser("plan", help="a configuration's jobs before submitting: per rule the job count, "
+                                     "requests and reserved CPU- and GPU-hours (Snakemake's dry run)")
+    sp.add_argument("--configfile", nargs="*", default=[], help="presets merged over ROOT/params.yaml, as "
+                                                               "snakemake does")
+    sp.add_argument("--root", default=".", help="the workflow's folder (default: here)")
+    sp.add_argument("--json", action="store_true")
+    sp.set_defaults(func=_cmd_plan)
 
     sp = sub.add_parser("simulate-s1", help="S1 worst-case dataset canary audit scores")
     dp_args(sp)

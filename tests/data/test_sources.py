@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from subaudit import data as D
 from subaudit.data.loaders import LOADERS
+from subaudit.data.standins import GENERATORS
 
 # --------------------------------------------------------------------------------------
 # Registry
@@ -27,6 +28,8 @@ def test_registry_is_consistent():
             assert src.filename.endswith(".deb") and src.algorithm == "sha256" and src.checksum is not None
             assert all(u.startswith(("https://", "http://")) and u.endswith("/" + src.filename) for u in src.locations)
             assert "apt-get download" in src.how_to_fetch
+        if src.kind == "synthetic":  # written by a generator of standins, verified like a download
+            assert src.locations[0] in GENERATORS and src.checksum is not None
     # every pinned digest is a sha256 (CIFAR-10's md5 from its authors was the last md5 pin);
     # Keras pins this sha256 for the same URL (keras/datasets/cifar10.py)
     assert all(s.algorithm == "sha256" for s in D.SOURCES.values() if s.checksum is not None)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import copy
-import functools
 from pathlib import Path
 
 import pytest
 import yaml
 
+from conftest import paper_dry_run
 from subaudit.pipeline.config import ConfigError, load_params, validate_params
 
 
@@ -222,21 +222,6 @@ def test_core_preset_trains_only_the_papers_core(repo_root):
         assert knob not in out, knob
 
 
-@functools.cache
-def paper_dry_run(*extra: str) -> str:
-    """``snakemake -n --forceall`` of presets/paper.yaml with gpu.yaml and ``extra`` config files
-    (the whole workflow, nothing run; each dry run once per session)."""
-    import subprocess
-    import sys
-
-    root = Path(__file__).resolve().parents[2]
-    proc = subprocess.run([Path(sys.executable).parent / "snakemake", "-n", "--forceall", "--configfile",
-                           "presets/paper.yaml", "presets/gpu.yaml", *extra], cwd=root,
-                          capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return proc.stdout
-
-
 def test_no_deep_preset_leaves_the_deep_phase_out_of_the_paper_preset():
     full, out = paper_dry_run(), paper_dry_run("presets/no-deep.yaml")
     assert "rule deep_audit" in full and "rule deep_" not in out
@@ -331,6 +316,50 @@ def test_presets_that_select_plan_nothing_of_what_they_leave_out(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "exp=text" not in proc.stdout and "data/raw/rotten-tomatoes" not in proc.stdout
     assert "exp=tabular" in proc.stdout and "exp=image" in proc.stdout
+
+
+def dag_shape(out: str) -> dict[str, set[str]]:
+    """What a dry run's DAG is made of, sizes aside: its rules, each experiment's scenarios, the
+    deep phase's (case, game, training) triples, the sources it reads and the figures."""
+    import re
+
+    return {"rules": set(re.findall(r"^(?:local)?rule (\w+):", out, flags=re.M)),
+            "scenarios": set(re.findall(r"results/natural/(\w+)/scores/(S\d)_", out)),
+            "deep": set(re.findall(r"results/deep/audits/(\w+?)_\d+\.npz", out)),
+            "sources": set(re.findall(r"data/raw/([\w.-]+)/", out)),
+            "figures": set(re.findall(r"results/figures/([\w-]+)\.png", out))}
+
+
+def test_the_rehearsal_is_the_paper_presets_dag_shrunk(tmp_path):
+    """presets/rehearsal.yaml over the paper preset plans every rule, experiment, scenario, deep
+    case, game and training (one kind each), figure and the download path (acquire) the paper
+    preset plans, with stand-ins for the three sources it cannot fetch; the deep phase's networks
+    (WRN-16-4, the ResNet-9 proxy), augmentation views and physical batches stay the paper's
+    kinds; fewer jobs."""
+    import re
+
+    from snakemake.utils import update_config
+
+    from subaudit.pipeline.config import load_params, read_yaml
+
+    paper, rehearsal = paper_dry_run(), paper_dry_run("presets/rehearsal.yaml")
+    full, shrunk = dag_shape(paper), dag_shape(rehearsal)
+    assert full["rules"] == shrunk["rules"] and "acquire" in shrunk["rules"]
+    for part in ("scenarios", "deep", "figures"):
+        assert full[part] == shrunk[part], part
+    assert full["sources"] == {"cifar10", "sst2", "purchase100"}
+    assert shrunk["sources"] == {"cifar10-shaped", "rotten-tomatoes", "letter"}
+    jobs = [int(re.search(r"^total\s+(\d+)$", out, flags=re.M).group(1)) for out in (paper, rehearsal)]
+    assert jobs[1] < jobs[0] / 5
+    root = Path(__file__).resolve().parents[2]
+    params = load_params(root / "params.yaml")
+    for preset in ("paper", "rehearsal"):
+        update_config(params, read_yaml(root / f"presets/{preset}.yaml"))
+    deep = params["deep"]
+    assert (deep["network"], deep["metagradient"]["network"]) == ("wrn-16-4", "resnet-9")
+    assert deep["trainings"] == "each" and deep["metagradient"]["base_from"] == "train"
+    views = [c["augmentations"] for c in deep["cases"].values() if "augmentations" in c]
+    assert max(views) > 1 and deep["physical_batch"] < min(c["batch"] for c in deep["cases"].values())
 
 
 def test_the_workflow_drops_snakemakes_default_job_rate_limit(tmp_path):

@@ -50,10 +50,17 @@ def dry_run(wd: Path, *args: str, **env: str) -> list[tuple[str, dict[str, str]]
     return jobs
 
 
+GROUPED = {"train_target", "train_shard", "deep_audit", "calibrate_s1", "calibrate_natural", "ratio_grid_row",
+           "reference", "craft"}
+
+
 def test_no_site_settings_needed(workdir):
     for rule, res in dry_run(workdir):                         # natural.device: cpu
         assert res.get("gpu", "0") == "0", rule                # the plugin asks for no GPU
         assert not {"slurm_partition", "gpu_model", "slurm_account"} & res.keys(), rule
+        # a grouped job takes its submission's one serial slot: a group's jobs run one after
+        # another, and the submission asks for the largest job's resources, not their sum
+        assert res.get("serial") == ("1" if rule in GROUPED else None), rule
 
 
 @pytest.mark.parametrize("env", [

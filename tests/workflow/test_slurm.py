@@ -14,19 +14,16 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from conftest import base_ablations, digests, job_counts, lean, setting_path, tiny, write_params
+from slurm_cluster import BIN, SUBMITTED, check_gpu_requests, check_went_through_sbatch, jobcomp
+from slurm_cluster import profile_run as submit
 
 pytestmark = [pytest.mark.slow, pytest.mark.slurm]
-
-BIN = Path(sys.executable).parent
-JOBCOMP = Path(os.environ.get("SUBAUDIT_SLURM_STATE", "/var/tmp/subaudit-slurm")) / "jobcomp.log"
-SUBMITTED = re.compile(r"submitted with SLURM jobid (\d+)")
 
 
 def slurm_config() -> dict:
@@ -45,53 +42,14 @@ def slurm_config() -> dict:
     return params
 
 
+def profile_run(workdir: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """The profile's run (slurm_cluster.profile_run) with two shards a submission."""
+    return submit(workdir, *args, **{"SUBAUDIT_SLURM_SHARDS_PER_JOB": "2", **env})
+
+
 def merged_path(scenario: str, params: dict | None = None) -> str:
     """The merged scores of a tabular audit setting of the SLURM config."""
     return setting_path("scores", params or slurm_config(), "tabular", scenario)
-
-
-@pytest.fixture(scope="module")
-def cluster(repo_root):
-    script = repo_root / "scripts" / "slurm-cluster.sh"
-    required = os.environ.get("SUBAUDIT_REQUIRE_SLURM") == "1"
-    if subprocess.run([script, "status"], capture_output=True).returncode == 0:
-        yield  # somebody else's running cluster: use it, leave it running
-        return
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
-        if required:
-            pytest.fail("SUBAUDIT_REQUIRE_SLURM=1 but the cluster needs root and apt-get")
-        pytest.skip("a local SLURM cluster needs root and apt-get (scripts/slurm-cluster.sh)")
-    proc = subprocess.run([script, "start"], capture_output=True, text=True)
-    if proc.returncode != 0:
-        msg = f"scripts/slurm-cluster.sh start failed:\n{proc.stderr[-3000:]}"
-        pytest.fail(msg) if required else pytest.skip(msg)
-    yield
-    subprocess.run([script, "stop"], capture_output=True)
-
-
-def profile_run(workdir: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    """`snakemake --profile slurm` as a user types it, site settings from the environment; the
-    first status check after 1 s instead of the profile's 10 (jobs here take seconds: checks
-    every 10 s or more, as the plugin spaces them while nothing finishes, would be most of the
-    test's time), given on the command line, which wins over the profile."""
-    environ = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
-               "SUBAUDIT_SLURM_STATUS": "squeue",       # no slurmdbd here (see the script)
-               "SUBAUDIT_SLURM_GPU_PARTITION": "gpu", "SUBAUDIT_SLURM_SHARDS_PER_JOB": "2",
-               **env}
-    return subprocess.run(["snakemake", "--profile", "slurm",
-                           "--slurm-init-seconds-before-status-checks", "1", *args], cwd=workdir,
-                          capture_output=True, text=True, env=environ)
-
-
-def jobcomp() -> dict[str, dict[str, str]]:
-    """The cluster's record of finished jobs, by job id."""
-    rows = [dict(re.findall(r"(\w+)=(\S*)", line)) for line in JOBCOMP.read_text().splitlines()]
-    return {r["JobId"]: r for r in rows}
-
-
-def scontrol_job(job_id: str) -> str:
-    return subprocess.run(["scontrol", "show", "job", job_id], capture_output=True,
-                          text=True).stdout
 
 
 @pytest.fixture(scope="module")
@@ -108,42 +66,14 @@ def workdir(cluster, tmp_path_factory, repo_root) -> tuple[Path, str]:
 
 def test_jobs_went_through_sbatch(workdir):
     wd, log = workdir
-    ids = SUBMITTED.findall(log)
-    assert len(ids) >= 10, log[-3000:]
-    records = jobcomp()
-    assert all(records[i]["JobState"] == "COMPLETED" for i in ids)
-    # squeue still lists them (MinJobAge), which is what the profile's status checks read
-    listed = subprocess.run(["squeue", "-h", "-t", "all", "-o", "%i", "-j", ",".join(ids)],
-                            capture_output=True, text=True).stdout.split()
-    assert set(listed) == set(ids)
-    # each SLURM job's own log, kept by the profile, names its job id
-    logs = list((wd / ".snakemake" / "slurm_logs").rglob("*.log"))
-    assert {p.stem for p in logs} >= set(ids)
-    # light rules ran where the workflow was started, not on the cluster, in the warm worker
-    # (those that started after it had loaded: the report, last, always); no cluster job ran
-    # there: on this one node they reach its socket and are refused (their environment holds
-    # SLURM's variables)
-    for rule in ("acquire", "estimate_s1", "estimate_natural", "epsilon_vs_step", "all"):
-        assert f"localrule {rule}:" in log
-    local = set(re.findall(r"^localrule (\w+):", log, re.M))
-    worker = (wd / "logs" / "warm-worker.log").read_text()
-    took = set(re.findall(r"^\S+ job \w+\.(\w+)\.py: pid", worker, re.M))   # Snakemake's tmpXXX.<script>.py
-    refused = set(re.findall(r"^\S+ refused \w+\.(\w+)\.py: its environment differs in .*SLURM_JOB_ID",
-                             worker, re.M))
-    assert "report" in took and took <= local and not refused & local, worker[-3000:]
+    local = check_went_through_sbatch(wd, log, at_least=10)
+    assert {"acquire", "estimate_s1", "estimate_natural", "epsilon_vs_step", "all"} <= local
     assert (wd / "results/figures/fig4.png").is_file()
 
 
 def test_gpu_jobs_ask_for_a_gpu_and_shards_are_grouped(workdir):
     wd, log = workdir
-    gpu_jobs, cpu_jobs = [], []
-    for job_id in SUBMITTED.findall(log):
-        info = scontrol_job(job_id)
-        (gpu_jobs if "TresPerJob=gres:gpu:1" in info else cpu_jobs).append(info)
-    assert gpu_jobs and cpu_jobs
-    assert all("Partition=gpu" in j for j in gpu_jobs)
-    assert all("Partition=cpu" in j and "gpu" not in j.replace("Partition=cpu", "")
-               for j in cpu_jobs)
+    check_gpu_requests(log)
     # 4 shards (2 scenarios x 2 shards) in groups of 2
     groups = re.findall(r"group_shards_train_shard/(\d+)\.log", log)
     assert len(set(groups)) == 2

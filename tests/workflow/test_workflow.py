@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import base_ablations, job_counts, lean, setting_path, snakemake, tiny, workflow_copy, write_params
+from conftest import (base_ablations, job_counts, jobs_over_requests, lean, setting_path, snakemake, tiny,
+                      workflow_copy, write_params)
 from subaudit.pipeline.config import ConfigError, validate_params
 from subaudit.scenarios.reconstruction import OUTCOMES
 
@@ -173,33 +174,9 @@ def test_every_job_stays_within_what_it_asked_the_cluster_for(workdir):
     worker that ran it, else its benchmark file) within the mem_mb and runtime it requests
     (what a SLURM job would be killed for exceeding), each rule requesting both; every job
     measured one way or the other."""
-    import re
-
-    from subaudit.pipeline import warm
-
     proc = snakemake(workdir, "--dry-run", "--forceall")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    jobs = [b for b in re.split(r"\n(?=(?:local)?rule \w+:)", proc.stdout) if re.match(r"(?:local)?rule \w+:", b)]
-    checked, over = 0, []
-    for block in jobs:
-        rule = re.match(r"(?:local)?rule (\w+):", block).group(1)
-        if rule == "all":
-            continue
-        asked = dict(re.findall(r"\b(mem_mb|runtime)=(\d+)", block.split("resources:", 1)[-1].split("\n", 1)[0]))
-        assert set(asked) == {"mem_mb", "runtime"}, (rule, asked)
-        log = re.search(r"\n\s+log: ([^\n,]+)", block)
-        bench = re.search(r"\n\s+benchmark: ([^\n]+)", block)
-        usage = warm.job_usage(workdir / log.group(1).strip()) if log else None
-        if usage and "wall_s" in usage:
-            peak, wall = usage["max_rss_mb"], usage["wall_s"]
-        elif bench and (workdir / bench.group(1).strip()).exists():
-            row = pd.read_csv(workdir / bench.group(1).strip(), sep="\t").iloc[0]
-            peak, wall = float(row["max_rss"]), float(row["s"])
-        else:
-            raise AssertionError(f"a job of {rule} was measured neither by the warm worker nor by a benchmark")
-        checked += 1
-        if peak > int(asked["mem_mb"]) or wall > 60 * int(asked["runtime"]):
-            over.append((rule, peak, wall, asked))
+    checked, over = jobs_over_requests(workdir, proc.stdout)
     assert checked > 100 and not over, over
 
 

@@ -4,7 +4,10 @@
 # Paths and seeds come from subaudit.pipeline.settings (written once there); a rule's params: entry is
 # knob("name") or seed("purpose"): one value each, so rerun detection stays exact.
 
+import functools
+
 from subaudit.data import own_features
+from subaudit.pipeline.costs import training_job_resources
 from subaudit.pipeline import settings as S
 from subaudit.reporting.figure_registry import experiment_figure, figures_for
 from subaudit.data import SOURCES
@@ -146,6 +149,29 @@ def source_checksum(source):
 def target_group(wc):
     """The scenarios whose z-world runs the job's setting trains once (none: each trains both)."""
     return TARGET_GROUPS.get((wc.exp, S.key(S.depends("shard", REF), values(wc))), ())
+
+
+@functools.cache
+def model_sizes(exp):
+    """Layer sizes of an experiment's model (read once per process)."""
+    return S.model_sizes(EXPERIMENTS[exp])
+
+
+def training_request(resource, runs):
+    """A resources: entry of a training job (subaudit.pipeline.costs): ``runs(wc)`` runs of the
+    job's setting on natural.device, within natural.memory_mb."""
+
+    def request(wc):
+        v = values(wc)
+        return training_job_resources(model_sizes(wc.exp), int(v["n_train"]), float(v["q"]), runs(wc),
+                                      int(v["steps"]), NAT["device"], NAT["memory_mb"])[resource]
+
+    return request
+
+
+def shard_runs(wc):
+    """The runs a shard trains."""
+    return int(wc.hi) - int(wc.lo)
 
 
 def nat_shards(runs):

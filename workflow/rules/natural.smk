@@ -97,8 +97,8 @@ rule train_target:
     benchmark:
         "logs/benchmarks/natural/{exp}/train_target_{key}_runs{lo}-{hi}.tsv"
     resources:
-        mem_mb=lambda wc: int(NAT["memory_mb"]) + 2000,
-        runtime=240,
+        mem_mb=training_request("mem_mb", shard_runs),
+        runtime=training_request("runtime", shard_runs),
         gpu=GPUS,
     conda:
         "../envs/subaudit.yaml"
@@ -135,8 +135,8 @@ rule train_shard:
     benchmark:
         "logs/benchmarks/natural/{exp}/train_{scenario}_{key}_runs{lo}-{hi}.tsv"
     resources:
-        mem_mb=lambda wc: int(NAT["memory_mb"]) + 2000,
-        runtime=240,
+        mem_mb=training_request("mem_mb", shard_runs),
+        runtime=training_request("runtime", shard_runs),
         gpu=GPUS,
     conda:
         "../envs/subaudit.yaml"
@@ -195,8 +195,8 @@ rule utility:
     benchmark:
         "logs/benchmarks/natural/{exp}/utility_{scenario}_{key}.tsv"
     resources:
-        mem_mb=lambda wc: int(NAT["memory_mb"]) + 2000,
-        runtime=60,
+        mem_mb=training_request("mem_mb", lambda wc: 2 * NAT["utility_runs"]),
+        runtime=training_request("runtime", lambda wc: 2 * NAT["utility_runs"]),
         gpu=GPUS,
     conda:
         "../envs/subaudit.yaml"

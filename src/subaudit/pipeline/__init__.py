@@ -13,11 +13,16 @@ library itself needs.
 * :mod:`~subaudit.pipeline.logs`: one log file per job;
 * :mod:`~subaudit.pipeline.prefetch`: every archive and weight a configuration downloads,
   fetched once where there is internet (``subaudit prefetch``);
+* :mod:`~subaudit.pipeline.costs`: what the engine's training jobs cost (measured per-unit
+  costs by device kind), for their requests (the deep phase's are
+  :mod:`subaudit.scenarios.deep`'s);
+* :mod:`~subaudit.pipeline.plan`: what a configuration submits and reserves, from
+  Snakemake's dry run (``subaudit plan``);
 * :mod:`~subaudit.pipeline.warm`: the warm worker, which runs a local workflow's jobs in
   children forked from one process that imported torch once (each script hands over first).
 
-Importing :mod:`settings` and :mod:`config` loads no torch: the workflow imports them while
-Snakemake parses, once per cluster job.  Submodules are imported by name.
+Importing :mod:`settings`, :mod:`config` and :mod:`costs` loads no torch: the workflow imports
+them while Snakemake parses, once per cluster job.  Submodules are imported by name.
 
 May import: every package below it (:mod:`subaudit.scenarios`, :mod:`subaudit.engine`,
 :mod:`subaudit.estimation`, :mod:`subaudit.accounting`, :mod:`subaudit.data`) and the base

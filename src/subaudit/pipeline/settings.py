@@ -42,8 +42,27 @@ from subaudit.validation import ParameterError
 
 __all__ = ["ABLATED", "DEPENDS", "KNOBS", "OUTPUT_ROOTS", "PATHS", "REFERENCES", "SEED_KEYS", "SWITCHES",
            "VARIABLE", "Setting", "ablation_every", "ablation_settings", "canary_knobs", "depends",
-           "expand", "fmt", "grid", "key", "parse_key", "path", "seed", "settings_from_config",
+           "expand", "fmt", "grid", "key", "model_sizes", "parse_key", "path", "seed", "settings_from_config",
            "switch_settings", "target_groups"]
+
+
+def model_sizes(experiment: Mapping[str, Any]) -> tuple[int, ...]:
+    """The layer sizes of an experiment's model: its inputs (the backbone's features, a tabular
+    source's values, an image's pixels, or the columns of a user's features file), its hidden
+    layers and its classes."""
+    import numpy as np
+
+    from subaudit.data import SOURCES, own_features
+    from subaudit.data.backbones import BACKBONES
+
+    hidden = tuple(int(h) for h in experiment.get("hidden", ()))
+    if experiment["source"] == own_features.NAME:
+        arrays = own_features.read(experiment["features_file"], experiment["checksum"])
+        return (int(arrays["x"].shape[1]), *hidden, own_features.classes(arrays))
+    src = SOURCES[experiment["source"]]
+    backbone = BACKBONES.get(experiment.get("backbone", "none"))
+    inputs = backbone.dim if backbone is not None else (src.width or int(np.prod(src.shape)))
+    return (inputs, *hidden, src.classes)
 
 
 def fmt(x: float | int) -> str:
