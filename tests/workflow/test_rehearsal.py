@@ -4,7 +4,7 @@ submitted as docs/hpc.md gives it.
 
 Jobs must really pass through sbatch, GPU jobs must ask for a GPU, the light rules must stay
 local (exactly those `subaudit plan` counts as local), the run must end complete, and every job
-must stay within the memory and time it requested (its own log line, or its benchmark). About 7
+must stay within the memory and time it requested (its own log line, or its benchmark). About 6
 minutes on 2 cores (110 jobs): not in the default run of the suite (`pytest -m rehearsal`);
 test_slurm.py submits the tiny workflow there.
 """
