@@ -94,7 +94,8 @@ def test_an_audit_jobs_slurm_resources_grow_with_its_training():
     cpu = audit_job_resources(deep_params, "scratch", "cpu", (28, 28))
     assert cpu["runtime"] == 10 + int(np.ceil(3 * 400 * 256 / 2_857 / 60)) == 12
     assert cpu["mem_mb"] == 3_000 + int(np.ceil((256 + 64) * 12 * 26_010 / 2**20))
-    assert audit_job_resources(deep_params, "scratch", "cuda", (28, 28)) == {"runtime": 11, "mem_mb": 3_000}
+    assert audit_job_resources(deep_params, "scratch", "cuda", (28, 28)) == {
+        "runtime": 11, "mem_mb": 3_000, "expected_s": int(np.ceil(400 * 256 / 10_492))}   # expected: no margin
     paper = {"network": "wrn-16-4", "physical_batch": 64,
              "cases": {"scratch": {"steps": 3405, "batch": 4096, "augmentations": 16}}}
     gpu = audit_job_resources(paper, "scratch", "cuda", (32, 32, 3))
@@ -113,11 +114,13 @@ def test_the_pretraining_jobs_resources_grow_with_its_epochs():
     default = {"network": "sample-convnet", "sizes": {"public": 4000}, "pretrain": {"epochs": 3, "batch": 128}}
     cpu = pretrain_job_resources(default, "cpu", (28, 28))
     assert cpu == {"runtime": 10 + int(np.ceil(3 * 3 * 4000 / 2_857 / 60)),
-                   "mem_mb": 3_000 + int(np.ceil(128 * 12 * 26_010 / 2**20))}
+                   "mem_mb": 3_000 + int(np.ceil(128 * 12 * 26_010 / 2**20)),
+                   "expected_s": int(np.ceil(3 * 4000 / 2_857))}
     paper = {"network": "wrn-16-4", "sizes": {"public": 3000}, "pretrain": {"epochs": 30, "batch": 256}}
     assert pretrain_job_resources(paper, "cpu", (32, 32, 3))["runtime"] == 10 + int(np.ceil(3 * 30 * 3000 / 16.2 / 60))
     assert pretrain_job_resources(paper, "cuda", (32, 32, 3)) == {
-        "runtime": 10 + int(np.ceil(3 * 30 * 3000 / 8_843 / 60)), "mem_mb": 3_000}
+        "runtime": 10 + int(np.ceil(3 * 30 * 3000 / 8_843 / 60)), "mem_mb": 3_000,
+        "expected_s": int(np.ceil(30 * 3000 / 8_843))}
 
 
 @pytest.fixture(scope="module")

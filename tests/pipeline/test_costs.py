@@ -20,6 +20,7 @@ def test_a_request_is_the_modelled_time_with_its_margin():
     one = training_job_resources((768, 10), 500, 1.0, 1000, 500, "cpu", 2048)
     seconds = 1000 * 500 * model_step_seconds((768, 10), 501, "cpu")
     assert one["runtime"] == RUNTIME_FIXED_MIN + -(-RUNTIME_MARGIN * seconds // 60)
+    assert one["expected_s"] == -(-seconds // 1)                # the modelled seconds, no margin
     two = training_job_resources((768, 10), 500, 1.0, 2000, 500, "cpu", 2048)
     assert two["runtime"] - RUNTIME_FIXED_MIN == pytest.approx(2 * (one["runtime"] - RUNTIME_FIXED_MIN), abs=1)
     gpu = training_job_resources((768, 10), 500, 1.0, 1000, 500, "cuda", 2048)
@@ -33,7 +34,7 @@ def test_a_request_is_the_modelled_time_with_its_margin():
 def test_the_paper_presets_tabular_shard_needs_more_than_the_old_fixed_request_on_a_cpu():
     """A shard of the paper's Purchase100 audit (500 runs x 2,500 steps of the 600-128-100 MLP at
     q = 0.25 of 50,000 records) would have been killed at the fixed 240 minutes training jobs
-    asked for on a CPU; on a GPU it asks for minutes."""
+    asked for on a CPU; on a GPU it asks for about an hour."""
     cpu = training_job_resources((600, 128, 100), 50_000, 0.25, 500, 2500, "cpu", 8192)
     gpu = training_job_resources((600, 128, 100), 50_000, 0.25, 500, 2500, "cuda", 8192)
-    assert cpu["runtime"] > 5 * 240 and gpu["runtime"] < 60
+    assert cpu["runtime"] > 5 * 240 and gpu["runtime"] < 120

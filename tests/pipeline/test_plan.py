@@ -45,6 +45,11 @@ def test_the_plan_counts_the_jobs_the_dry_run_counts(presets):
         expect = sum(j.runtime * (j.gpu or j.threads) for j in js) / 60
         assert (r.cpu_hours + r.gpu_hours) == pytest.approx(0 if r.local else expect)
         assert r.mem_mb == max(j.mem_mb for j in js)
+    # the rules with a cost model publish what it expects (no margin), below what they reserve
+    modelled = {r.rule: r for r in rows if r.expected_hours is not None}
+    assert set(modelled) == {"train_shard", "train_target", "utility", "deep_audit", "deep_canaries",
+                             "deep_pretrain"} & {r.rule for r in rows}
+    assert all(r.expected_hours <= r.cpu_hours + r.gpu_hours for r in modelled.values())
 
 
 def test_plan_on_the_default_from_the_command_line():

@@ -57,6 +57,7 @@ if DEEP["source"] is not None:  # null: no deep-network audits
         resources:
             mem_mb=DEEP_CRAFTING_RESOURCES["mem_mb"],
             runtime=DEEP_CRAFTING_RESOURCES["runtime"],
+            expected_s=DEEP_CRAFTING_RESOURCES["expected_s"],
         conda:
             "../envs/subaudit.yaml"
         script:
@@ -85,6 +86,7 @@ if DEEP["source"] is not None:  # null: no deep-network audits
         resources:
             mem_mb=DEEP_PRETRAIN_RESOURCES["mem_mb"],
             runtime=DEEP_PRETRAIN_RESOURCES["runtime"],
+            expected_s=DEEP_PRETRAIN_RESOURCES["expected_s"],
             gpu=GPUS,
         conda:
             "../envs/subaudit.yaml"
@@ -127,6 +129,7 @@ if DEEP["source"] is not None:  # null: no deep-network audits
         resources:
             mem_mb=lambda wc: DEEP_AUDIT_RESOURCES[wc.case]["mem_mb"],
             runtime=lambda wc: DEEP_AUDIT_RESOURCES[wc.case]["runtime"],
+            expected_s=lambda wc: DEEP_AUDIT_RESOURCES[wc.case]["expected_s"],
             gpu=GPUS,
         conda:
             "../envs/subaudit.yaml"

@@ -99,6 +99,7 @@ rule train_target:
     resources:
         mem_mb=training_request("mem_mb", shard_runs),
         runtime=training_request("runtime", shard_runs),
+        expected_s=training_request("expected_s", shard_runs),
         gpu=GPUS,
     conda:
         "../envs/subaudit.yaml"
@@ -137,6 +138,7 @@ rule train_shard:
     resources:
         mem_mb=training_request("mem_mb", shard_runs),
         runtime=training_request("runtime", shard_runs),
+        expected_s=training_request("expected_s", shard_runs),
         gpu=GPUS,
     conda:
         "../envs/subaudit.yaml"
@@ -197,6 +199,7 @@ rule utility:
     resources:
         mem_mb=training_request("mem_mb", lambda wc: 2 * NAT["utility_runs"]),
         runtime=training_request("runtime", lambda wc: 2 * NAT["utility_runs"]),
+        expected_s=training_request("expected_s", lambda wc: 2 * NAT["utility_runs"]),
         gpu=GPUS,
     conda:
         "../envs/subaudit.yaml"

@@ -40,9 +40,10 @@ ENGINE_COSTS: dict[str, EngineCost] = {
                       "one thread of a 2-core x86-64 VM (Intel Xeon, AVX-512): the CPU seconds of the "
                       "default run's 211 training shards (2026-11-29), above the slowest shard of each "
                       "experiment and q (linear heads 1280-10 and 384-2, the MLP 256-128-26)"),
-    "cuda": EngineCost(42e-6, 0.09e-12,
-                       "one H100, fp32: 24k model-steps/s for the 768-10 head at q = 1/16 (the layer "
-                       "cost) and 5.4k for the 600-128-100 MLP at q = 0.25 of 50,000 records"),
+    "cuda": EngineCost(42e-6, 0.9e-12,
+                       "one H100, fp32 (subaudit bench, code at 7860e35): 24k model-steps/s for the 768-10 "
+                       "head at q = 1/16 of 500 records (the layer cost), 5.4k for the 600-128-100 MLP "
+                       "(DP-Adam) at q = 0.25 of 5,000"),
 }
 #: Margin of a job's time limit over its estimate, and the minutes it spends besides training.
 RUNTIME_MARGIN, RUNTIME_FIXED_MIN = 3.0, 10
@@ -67,8 +68,8 @@ def training_job_resources(sizes: Sequence[int], records: int, q: float, runs: i
     """``runtime`` (minutes) and ``mem_mb`` of a job that trains ``runs`` models of ``sizes`` for
     ``steps`` steps on ``records`` records at sample rate ``q`` (plus one canary) on ``device``
     (cpu, cuda or auto: auto asks for a GPU, so it is costed as one) within the engine's
-    ``memory_mb``."""
+    ``memory_mb``; ``expected_s``: the modelled seconds of the training, no margin."""
     check_choice(device, "device", ("cpu", "cuda", "auto"))
     seconds = runs * steps * model_step_seconds(sizes, q * records + 1, device)
     return {"runtime": RUNTIME_FIXED_MIN + math.ceil(RUNTIME_MARGIN * seconds / 60),
-            "mem_mb": int(memory_mb) + PROCESS_MEMORY_MB}
+            "mem_mb": int(memory_mb) + PROCESS_MEMORY_MB, "expected_s": math.ceil(seconds)}

@@ -39,12 +39,14 @@ class Job:
     mem_mb: int
     runtime: int
     gpu: int
+    expected_s: int | None = None
 
 
 @dataclass(frozen=True)
 class RulePlan:
-    """One rule's jobs summed: how many, the largest request of each kind, and the hours the
-    cluster reserves for them (0 for a local rule)."""
+    """One rule's jobs summed: how many, the largest request of each kind, the hours the cluster
+    reserves for them (0 for a local rule), and the hours its cost model expects (None where
+    the rule has none)."""
 
     rule: str
     jobs: int
@@ -55,6 +57,7 @@ class RulePlan:
     gpu: int
     cpu_hours: float
     gpu_hours: float
+    expected_hours: float | None = None
 
 
 def local_rules(root: str | Path) -> set[str]:
@@ -81,7 +84,8 @@ def _job(block: str, local: set[str]) -> Job | None:
         raise ValueError(f"rule {head.group(2)} requests no {' and no '.join(sorted(missing))}: every rule must")
     return Job(rule=head.group(2), local=head.group(1) is not None or head.group(2) in local,
                threads=int(fields.get("threads", 1)), mem_mb=int(resources["mem_mb"]),
-               runtime=int(resources["runtime"]), gpu=int(resources.get("gpu", 0)))
+               runtime=int(resources["runtime"]), gpu=int(resources.get("gpu", 0)),
+               expected_s=int(resources["expected_s"]) if "expected_s" in resources else None)
 
 
 def parse_dry_run(text: str, local: set[str] = frozenset()) -> list[Job]:
@@ -115,34 +119,43 @@ def plan(jobs: Iterable[Job]) -> list[RulePlan]:
         local = js[0].local
         cpu = 0.0 if local else sum(j.threads * j.runtime for j in js if not j.gpu) / 60
         gpu = 0.0 if local else sum(j.gpu * j.runtime for j in js if j.gpu) / 60
+        modelled = [j.expected_s for j in js if j.expected_s is not None]
         rows.append(RulePlan(rule=rule, jobs=len(js), local=local, threads=max(j.threads for j in js),
                              mem_mb=max(j.mem_mb for j in js), runtime=max(j.runtime for j in js),
-                             gpu=max(j.gpu for j in js), cpu_hours=cpu, gpu_hours=gpu))
+                             gpu=max(j.gpu for j in js), cpu_hours=cpu, gpu_hours=gpu,
+                             expected_hours=sum(modelled) / 3600 if modelled else None))
     return rows
 
 
 def totals(rows: Sequence[RulePlan]) -> dict[str, float]:
-    """All jobs, those the cluster runs, the reserved CPU- and GPU-hours, and the largest memory
-    request of a cluster job."""
+    """All jobs, those the cluster runs, the reserved CPU- and GPU-hours, the largest memory
+    request of a cluster job, and the CPU- and GPU-hours the modelled rules expect."""
     cluster = [r for r in rows if not r.local]
+    modelled = [r for r in rows if r.expected_hours is not None]
     return {"jobs": sum(r.jobs for r in rows), "cluster_jobs": sum(r.jobs for r in cluster),
             "cpu_hours": sum(r.cpu_hours for r in rows), "gpu_hours": sum(r.gpu_hours for r in rows),
-            "mem_mb": max((r.mem_mb for r in cluster), default=0)}
+            "mem_mb": max((r.mem_mb for r in cluster), default=0),
+            "expected_cpu_hours": sum(r.expected_hours for r in modelled if not r.gpu),
+            "expected_gpu_hours": sum(r.expected_hours for r in modelled if r.gpu)}
 
 
 def format_plan(rows: Sequence[RulePlan]) -> str:
     """The plan as a table, a row per rule and the total."""
     total = totals(rows)
-    lines = ["Each job's requests (the largest of the rule's jobs: mem_mb, runtime in minutes, threads, GPUs) "
-             "and the hours the cluster reserves for them (runtime requests, margins included; GPU runtimes "
-             "from rates measured on one H100):",
-             f"{'rule':<18} {'jobs':>5} {'threads':>7} {'mem_mb':>7} {'runtime':>7} {'gpu':>3} {'CPU-h':>9} "
-             f"{'GPU-h':>9}"]
+    lines = ["Each job's requests (the largest of the rule's jobs: mem_mb, runtime in minutes, threads, GPUs), "
+             "the hours the cluster reserves for them (runtime requests, margins included) and the hours the "
+             "rule's cost model expects (its work at the measured rates, no margin; '-': the rule has no "
+             "model). GPU rates were measured on one H100.",
+             f"{'rule':<18} {'jobs':>5} {'threads':>7} {'mem_mb':>7} {'runtime':>7} {'gpu':>3} {'CPU-h':>8} "
+             f"{'GPU-h':>8} {'expected h':>10}"]
     for r in rows:
         where = "  (local)" if r.local else ""
+        expected = "-" if r.expected_hours is None else f"{r.expected_hours:.1f}"
         lines.append(f"{r.rule:<18} {r.jobs:>5} {r.threads:>7} {r.mem_mb:>7} {r.runtime:>7} {r.gpu:>3} "
-                     f"{r.cpu_hours:>9.1f} {r.gpu_hours:>9.1f}{where}")
+                     f"{r.cpu_hours:>8.1f} {r.gpu_hours:>8.1f} {expected:>10}{where}")
     lines.append(f"{'total':<18} {total['jobs']:>5} {'':>7} {total['mem_mb']:>7} {'':>7} {'':>3} "
-                 f"{total['cpu_hours']:>9.1f} {total['gpu_hours']:>9.1f}")
-    lines.append(f"{total['cluster_jobs']} jobs go to the cluster; the largest asks for {total['mem_mb']:,} MB.")
+                 f"{total['cpu_hours']:>8.1f} {total['gpu_hours']:>8.1f}")
+    lines.append(f"{total['cluster_jobs']} jobs go to the cluster; the largest asks for {total['mem_mb']:,} MB. "
+                 f"The modelled rules expect {total['expected_gpu_hours']:,.1f} GPU-hours and "
+                 f"{total['expected_cpu_hours']:,.1f} CPU-hours.")
     return "\n".join(lines)

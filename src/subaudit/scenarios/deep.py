@@ -144,7 +144,7 @@ def _training_job(deep: Mapping[str, Any], device: str, shape: tuple[int, ...], 
     images of ``shape`` on ``device``, holding ``in_memory`` of them at once: the examples at the
     network's measured Opacus rate (scaled by the input's size) times :data:`RUNTIME_MARGIN`,
     plus :data:`RUNTIME_FIXED_MIN`; :data:`BASE_MEMORY_MB`, and on the CPU the held images'
-    per-example gradients."""
+    per-example gradients; and ``expected_s``, the training's seconds at that rate (no margin)."""
     cost = NETWORK_COSTS[deep["network"]]
     pixels = int(np.prod(shape))
     kind = "cpu" if device == "cpu" else "cuda"
@@ -152,7 +152,7 @@ def _training_job(deep: Mapping[str, Any], device: str, shape: tuple[int, ...], 
     runtime = RUNTIME_FIXED_MIN + int(np.ceil(RUNTIME_MARGIN * examples / rate / 60))
     per_example = BYTES_PER_EXAMPLE_PARAMETER * cost.parameters * pixels / cost.pixels
     memory = BASE_MEMORY_MB + (int(np.ceil(in_memory * per_example / 2**20)) if kind == "cpu" else 0)
-    return {"runtime": runtime, "mem_mb": memory}
+    return {"runtime": runtime, "mem_mb": memory, "expected_s": int(np.ceil(examples / rate))}
 
 
 def audit_job_resources(deep: Mapping[str, Any], case: str, device: str, shape: tuple[int, ...]
@@ -188,19 +188,21 @@ def crafting_job_resources(deep: Mapping[str, Any], shape: tuple[int, ...]) -> d
     metagradient kind, its proxy's kept unroll (``steps`` inner steps of ``batch`` images, each
     the network's measured bytes per activation value, times :data:`UNROLL_MEMORY_MARGIN`) over
     :data:`BASE_MEMORY_MB`, and its ``metasteps`` at the network's measured rate times
-    :data:`RUNTIME_MARGIN` plus :data:`RUNTIME_FIXED_MIN`; without it, the base."""
+    :data:`RUNTIME_MARGIN` plus :data:`RUNTIME_FIXED_MIN` (``expected_s``: those seconds, no
+    margin); without it, the base."""
     from subaudit.scenarios.canary_optimisation import PROXY_NETWORKS
 
     meta = deep["metagradient"]
     if "metagradient" not in deep["kinds"]:
-        return {"runtime": RUNTIME_FIXED_MIN, "mem_mb": BASE_MEMORY_MB}
+        return {"runtime": RUNTIME_FIXED_MIN, "mem_mb": BASE_MEMORY_MB, "expected_s": 0}
     net = PROXY_NETWORKS[meta["network"]]
     image = (shape[2] if len(shape) == 3 else 1, shape[0], shape[1])
     width, steps, batch = int(meta["width"]), int(meta["steps"]), int(meta["batch"])
     unroll = steps * batch * net.activations(image, width) * net.unroll_bytes
     seconds = int(meta["metasteps"]) * steps * batch * net.macs(image, width) / net.macs_per_second
     return {"runtime": RUNTIME_FIXED_MIN + int(np.ceil(RUNTIME_MARGIN * seconds / 60)),
-            "mem_mb": BASE_MEMORY_MB + int(np.ceil(UNROLL_MEMORY_MARGIN * unroll / 2**20))}
+            "mem_mb": BASE_MEMORY_MB + int(np.ceil(UNROLL_MEMORY_MARGIN * unroll / 2**20)),
+            "expected_s": int(np.ceil(seconds))}
 #: What the metagradient kind's proxy may train on (params.yaml ``deep.metagradient.base_from``):
 #: the public images, or the audited training's own non-canary records (the paper's choice).
 PROXY_RECORDS: tuple[str, ...] = ("public", "train")
