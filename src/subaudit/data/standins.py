@@ -48,8 +48,9 @@ def write_cifar10_shaped(path: Path, members: tuple[str, ...]) -> None:
         for member in members:
             labels = rng.permutation(np.arange(CIFAR10_SHAPED_PER_BATCH) % 10)
             rows = _cifar10_shaped_images(rng, labels, templates)
-            # bytearrays and ints only: a protocol-5 pickle of them is the same bytes on every
-            # Python and numpy (an ndarray's pickle names numpy's internals)
+            # bytearrays and ints only: their protocol-5 pickle adds nothing that depends on the
+            # Python or numpy version (an ndarray's pickle names numpy's internals); the draws are
+            # numpy's PCG64 Generator's, which the pinned digest holds to (a test acquires it)
             batch = {b"data": [bytearray(r.tobytes()) for r in rows], b"labels": [int(v) for v in labels]}
             payload = pickle.dumps(batch, protocol=5)
             info = tarfile.TarInfo(member)

@@ -2,13 +2,15 @@
 
 :func:`planned_jobs` asks Snakemake itself (a dry run of the whole workflow, ``--forceall``)
 for every job a configuration makes and what each requests (``threads``, ``mem_mb``,
-``runtime``, ``gpu``): the requests come from the rules' resources, which the cost models of
-:mod:`subaudit.scenarios.deep` (deep-network audits, pretraining, crafting) and fixed values
-give. :func:`plan` sums them per rule: job count, the largest request, and the hours the
-cluster reserves for them: CPU-hours (threads x runtime) of the CPU jobs and GPU-hours of the
-GPU jobs (``natural.device`` cuda or auto), upper bounds since a runtime request carries a
-margin (:data:`subaudit.scenarios.deep.RUNTIME_MARGIN` where modelled). Local rules (downloads,
-estimates, figures) run where Snakemake runs and reserve nothing.
+``runtime``, ``gpu``): the requests come from the rules' resources, which the cost models
+give where a rule has one (:mod:`subaudit.pipeline.costs` for the training jobs,
+:mod:`subaudit.scenarios.deep` for the deep-network audits, pretraining and crafting; those
+jobs also publish the modelled seconds, without margin, as an ``expected_s`` resource) and
+fixed values elsewhere. :func:`plan` sums them per rule: job count, the largest request, the
+hours the cluster reserves (CPU-hours, threads x runtime, of the CPU jobs; GPU-hours of the GPU
+jobs, ``natural.device`` cuda or auto: upper bounds, since a runtime request carries a margin)
+and the hours the cost models expect. Local rules (downloads, estimates, figures) run where
+Snakemake runs and reserve nothing.
 
 The library never reads Snakemake state; this module runs Snakemake's command line, as a user
 would, from the workflow's folder.
@@ -109,8 +111,9 @@ def planned_jobs(root: str | Path, configfiles: Sequence[str | Path] = ()) -> li
 
 
 def plan(jobs: Iterable[Job]) -> list[RulePlan]:
-    """Per rule, by name (a dry run's order varies from run to run): the job count, the largest requests, and
-    the reserved CPU-hours (jobs without a GPU) and GPU-hours (jobs with one)."""
+    """Per rule, by name (a dry run's order varies from run to run): the job count, the largest
+    requests, the reserved CPU-hours (jobs without a GPU) and GPU-hours (jobs with one), and the
+    hours the cost model expects (the jobs' ``expected_s``; None where the rule publishes none)."""
     by_rule: dict[str, list[Job]] = {}
     for job in jobs:
         by_rule.setdefault(job.rule, []).append(job)
