@@ -109,16 +109,10 @@ def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           cwd=workdir, capture_output=True, text=True)
 
 
-def job_counts(workdir: Path, *targets: str) -> dict[str, int]:
-    """Jobs a dry run would execute, by rule ({} when there is nothing to do)."""
-    proc = snakemake(workdir, "--dry-run", *targets)
-    assert proc.returncode == 0, proc.stderr
-    text = proc.stdout + proc.stderr
-    if "Nothing to be done" in text:
-        return {}
-    table = text.split("Job stats:", 1)[1]
+def job_table(text: str) -> dict[str, int]:
+    """Snakemake's count of a dry run's jobs by rule (its 'Job stats' table, without the total)."""
     counts = {}
-    for line in table.splitlines()[3:]:
+    for line in text.split("Job stats:", 1)[1].splitlines()[3:]:
         m = re.match(r"^(\w+)\s+(\d+)$", line.strip())
         if not m:
             break
@@ -127,8 +121,14 @@ def job_counts(workdir: Path, *targets: str) -> dict[str, int]:
     return counts
 
 
-#: What the DVC stage versions (dvc.yaml's outs and metrics): the outputs that must reproduce
-#: bit for bit.
+def job_counts(workdir: Path, *targets: str) -> dict[str, int]:
+    """Jobs a dry run would execute, by rule ({} when there is nothing to do)."""
+    proc = snakemake(workdir, "--dry-run", *targets)
+    assert proc.returncode == 0, proc.stderr
+    text = proc.stdout + proc.stderr
+    return {} if "Nothing to be done" in text else job_table(text)
+
+
 def jobs_over_requests(workdir: Path, dry_run: str) -> tuple[int, list[tuple[str, float, float, dict[str, str]]]]:
     """Every job of ``dry_run`` (a ``--dry-run --forceall`` output of the run in ``workdir``)
     measured (its log's line from the warm worker or its own process, else its benchmark
@@ -193,6 +193,8 @@ def paper_dry_run(*extra: str) -> str:
         return out.read_text()
 
 
+#: What the DVC stage versions (dvc.yaml's outs and metrics): the outputs that must reproduce
+#: bit for bit.
 VERSIONED = ("data/raw", "data/splits", "data/features", "results")
 
 

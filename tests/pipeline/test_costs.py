@@ -10,8 +10,14 @@ from subaudit.validation import ParameterError
 
 
 def test_parameters_of_dense_networks():
+    """As counted by hand and by the engine's own model (which imports torch, so the workflow
+    cannot read it while it parses)."""
+    from subaudit.engine import MLP
+
     assert model_parameters((768, 10)) == 768 * 10 + 10
     assert model_parameters((600, 128, 100)) == 600 * 128 + 128 + 128 * 100 + 100
+    for sizes in ((768, 10), (600, 128, 100), (256, 128, 26), (1280, 10)):
+        assert model_parameters(sizes) == MLP(sizes).num_params
 
 
 def test_a_request_is_the_modelled_time_with_its_margin():

@@ -4,13 +4,13 @@ Snakemake's own dry run, checked against the dry run's job table."""
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from conftest import job_table as dry_run_table
 from conftest import paper_dry_run
 from subaudit.pipeline.plan import Job, local_rules, parse_dry_run, plan
 
@@ -18,9 +18,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def job_table(out: str) -> dict[str, int]:
-    """Snakemake's own count of the jobs of each rule (the dry run's 'Job stats'), without all."""
-    table = out.split("Job stats:", 1)[1].split("total", 1)[0]
-    return {rule: int(n) for rule, n in re.findall(r"^(\w+)\s+(\d+)$", table, flags=re.M) if rule != "all"}
+    """Snakemake's own count of the jobs of each rule (the dry run's table), without all."""
+    return {rule: n for rule, n in dry_run_table(out).items() if rule != "all"}
 
 
 DEEP_FIGURE = ("--", "results/figures/deep-one-run.png")     # the dry runs test_config reads too
@@ -79,3 +78,22 @@ def test_a_dry_run_block_becomes_a_job():
                                                Job("report", True, 1, 2000, 10, 0)]
     with pytest.raises(ValueError, match="rule craft requests no runtime"):
         parse_dry_run("rule craft:\n    resources: mem_mb=10\n")
+
+
+def test_the_paper_presets_expected_gpu_hours_are_deep_costs_count_at_the_measured_rate():
+    """The plan's expected hours of the deep audits are the examples `deep-cost` counts
+    (integrations.deep.audit_examples, a count of its own) at the H100 rate NETWORK_COSTS
+    records for WRN-16-4, within the rounding up of each job's seconds."""
+    from snakemake.utils import update_config
+
+    from subaudit.integrations.deep import audit_examples
+    from subaudit.pipeline.config import load_params, read_yaml
+    from subaudit.scenarios.deep import NETWORK_COSTS
+
+    params = load_params(ROOT / "params.yaml")
+    for preset in ("paper", "gpu"):
+        update_config(params, read_yaml(ROOT / f"presets/{preset}.yaml"))
+    rows = {r.rule: r for r in plan(parse_dry_run(paper_dry_run(), local_rules(ROOT)))}
+    audits = rows["deep_audit"]
+    examples = sum(audit_examples(params["deep"]).values())
+    assert 0 <= audits.expected_hours * 3600 - examples / NETWORK_COSTS["wrn-16-4"].rate["cuda"] <= audits.jobs

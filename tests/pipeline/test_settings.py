@@ -148,3 +148,24 @@ def test_target_groups_share_the_world_of_z_where_two_scenarios_audit_a_setting(
     assert S.target_groups(alone, SCENARIOS) == {}
     assert S.seed(1, "target-world", {"experiment": "a", "q": 1.0, "repeat": 0}) != \
         S.seed(1, "train", {"experiment": "a", "scenario": "S3", "q": 1.0, "repeat": 0})
+
+
+def test_an_experiments_model_sizes_are_its_data_and_its_head(tmp_path):
+    """Inputs: the backbone's features, a tabular source's values, an image's pixels (the loaded
+    records' size) or a features file's columns (its header; classes from its labels); then the
+    hidden layers and the classes."""
+    import numpy as np
+
+    from subaudit import data as D
+
+    assert S.model_sizes({"source": "mnist-5k", "backbone": "efficientnet-lite0", "hidden": []}) == (1280, 10)
+    assert S.model_sizes({"source": "sst2", "backbone": "minilm-l6-v2", "hidden": []}) == (384, 2)
+    assert S.model_sizes({"source": "letter", "backbone": "none", "hidden": [128]}) == (256, 128, 26)
+    assert S.model_sizes({"source": "purchase100", "backbone": "none", "hidden": [128]}) == (600, 128, 100)
+    pixels = D.load("cifar10-shaped", D.acquire("cifar10-shaped", tmp_path)).x[0].size
+    assert S.model_sizes({"source": "cifar10-shaped", "backbone": "none", "hidden": [8]}) == (pixels, 8, 10)
+    path = tmp_path / "own.npz"
+    np.savez(path, x=np.zeros((50, 7), np.float32), y=np.arange(50) % 3, test_x=np.zeros((5, 7), np.float32),
+             test_y=np.full(5, 4))                       # a class only the test part has
+    assert S.model_sizes({"source": "own-features", "features_file": str(path), "checksum": "0" * 64,
+                          "hidden": []}) == (7, 5)

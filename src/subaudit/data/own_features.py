@@ -27,7 +27,7 @@ from subaudit.data.loaders import Dataset
 from subaudit.data.splits import split
 from subaudit.validation import ParameterError
 
-__all__ = ["NAME", "check", "classes", "features", "read"]
+__all__ = ["NAME", "check", "features", "layer_ends", "read"]
 
 #: The source name that selects a user's features file in params.yaml.
 NAME = "own-features"
@@ -95,16 +95,30 @@ def _check_arrays(arrays: dict[str, np.ndarray], path: str) -> None:
         raise bad("labels y of at least 2 classes")
 
 
-def classes(arrays: dict[str, np.ndarray]) -> int:
+def _classes(arrays: dict[str, np.ndarray]) -> int:
     """The classes of a features file's labels (the largest label of any part, plus one)."""
     return int(max(int(arrays[k].max()) for k in arrays if k.endswith("y") and arrays[k].size)) + 1
+
+
+def layer_ends(path: str | Path) -> tuple[int, int]:
+    """The columns of a features file's ``x`` and its classes, for a model's layer sizes, read
+    cheaply: ``x``'s header only and the labels, unverified (a training job's resources, which
+    every cluster job's workflow computes; the job itself reads the file through :func:`read`)."""
+    with zipfile.ZipFile(path) as zf, zf.open("x.npy") as fh:
+        version = np.lib.format.read_magic(fh)
+        header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape = header(fh)[0]
+    with np.load(path, allow_pickle=False) as data:
+        labels = {k: data[k] for k in data.files if k.endswith("y")}
+    return int(shape[1]), _classes(labels)
 
 
 def _split(arrays: dict[str, np.ndarray], n_train: int, n_aux: int, n_test: int,
            per_class: bool, seed: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """(x, y) of train, aux and test; the parts the file has are taken from it."""
+    classes = _classes(arrays)
     ds = Dataset("tabular", arrays["x"].astype(np.float32), arrays["y"].astype(np.int64),
-                 classes(arrays), NAME)
+                 classes, NAME)
     from_file = {p for p in _PARTS if f"{p}_x" in arrays}
     sp = split(ds, n_train=n_train, n_aux=0 if "aux" in from_file else n_aux,
                n_test=0 if "test" in from_file else n_test, seed=seed, per_class=per_class)
@@ -130,7 +144,7 @@ def features(path: str | Path, checksum: str, *, n_train: int, n_aux: int, n_tes
     """The arrays of a features artifact (``{part}_x``, ``{part}_y``, ``classes``, ``backbone``)."""
     arrays = read(path, checksum)
     parts = _split(arrays, n_train, n_aux, n_test, per_class, seed)
-    out: dict[str, Any] = {"classes": np.array(classes(arrays)), "backbone": np.array("none")}
+    out: dict[str, Any] = {"classes": np.array(_classes(arrays)), "backbone": np.array("none")}
     for part, (x, y) in parts.items():
         out[f"{part}_x"], out[f"{part}_y"] = x, y
     return out

@@ -57,8 +57,8 @@ def model_sizes(experiment: Mapping[str, Any]) -> tuple[int, ...]:
 
     hidden = tuple(int(h) for h in experiment.get("hidden", ()))
     if experiment["source"] == own_features.NAME:
-        arrays = own_features.read(experiment["features_file"], experiment["checksum"])
-        return (int(arrays["x"].shape[1]), *hidden, own_features.classes(arrays))
+        inputs, classes = own_features.layer_ends(experiment["features_file"])
+        return (inputs, *hidden, classes)
     src = SOURCES[experiment["source"]]
     backbone = BACKBONES.get(experiment.get("backbone", "none"))
     inputs = backbone.dim if backbone is not None else (src.width or int(np.prod(src.shape)))
