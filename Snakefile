@@ -3,7 +3,17 @@
 
 from pathlib import Path
 
+from subaudit.pipeline import numerics
 from subaudit.pipeline.config import selected, validate_params
+
+# Every job (and the warm worker) inherits these code paths: the same float32 bits on any
+# x86-64 machine with AVX2 where a setting can give them (subaudit.pipeline.numerics).
+_replaced = numerics.apply()
+if workflow.is_main_process and _replaced:
+    import sys as _sys
+
+    print(f"subaudit: the workflow runs its jobs under {dict(numerics.PINNED)} (replacing {_replaced}), "
+          "so that their numbers do not depend on the processor", file=_sys.stderr)
 
 configfile: "params.yaml"
 

@@ -341,6 +341,17 @@ def _cmd_plan(args: argparse.Namespace) -> None:
     _emit({"rules": [vars(r) for r in rows], "total": totals(rows)}, args.json, format_plan(rows))
 
 
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from subaudit.reporting.compare import compare, format_comparison
+
+    try:
+        result = compare(args.run, args.reference, repo=args.repo)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    _emit(result.as_dict(), args.json, format_comparison(result, limit=args.limit))
+    return 0 if result.agrees else 1
+
+
 def _cmd_simulate_s1(args: argparse.Namespace) -> None:
     import pandas as pd
 
@@ -593,6 +604,18 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--root", default=".", help="the workflow's folder (default: here)")
     sp.add_argument("--json", action="store_true")
     sp.set_defaults(func=_cmd_plan)
+
+    sp = sub.add_parser("compare", help="every number of a run's figure CSVs and report.json against a reference: "
+                                        "identical, equal at the printed precision, or by how much they differ; "
+                                        "exit status 1 when anything moved beyond the printed precision")
+    sp.add_argument("run", metavar="RUN", help="a run's folder (its results/) or a results folder")
+    sp.add_argument("reference", metavar="REFERENCE",
+                    help="a results folder (e.g. reference, the default's reference kept in git) or a git "
+                         "revision (its reference/, else its results restored by DVC)")
+    sp.add_argument("--repo", default=".", help="the git repository a revision names (default: here)")
+    sp.add_argument("--limit", type=_int, default=10, help="values listed per file that differ (default 10)")
+    sp.add_argument("--json", action="store_true")
+    sp.set_defaults(func=_cmd_compare)
 
     sp = sub.add_parser("simulate-s1", help="S1 worst-case dataset canary audit scores")
     dp_args(sp)

@@ -200,12 +200,46 @@ def test_the_jobs_time_and_memory_reach_its_log(worker, tmp_path):
     assert warm.job_usage(tmp_path / "absent.log") is None
 
 
+#: The scripts that start under MKL's vendor-independent branch (subaudit.pipeline.numerics):
+#: the backbone features and the deep phase's Opacus trainings.
+PORTABLE_SCRIPTS = {"features", "deep_audit", "deep_canaries", "deep_pretrain"}
+
+
 def test_every_workflow_script_hands_over_before_its_imports(repo_root):
+    portable = set()
     for script in sorted((repo_root / "workflow" / "scripts").glob("*.py")):
         body = ast.parse(script.read_text()).body
         first = [ast.unparse(node) for node in body[1:3]]
-        assert first == ["from subaudit.pipeline import warm", "warm.hand_over()"], script.name
+        if first == ["from subaudit.pipeline import numerics, warm", "warm.hand_over(numerics.PORTABLE)"]:
+            portable.add(script.stem)
+        else:
+            assert first == ["from subaudit.pipeline import warm", "warm.hand_over()"], script.name
+    assert portable == PORTABLE_SCRIPTS
     assert "torch" in warm.script_imports(repo_root / "workflow" / "scripts")
+
+
+REEXEC = r'''
+import os, sys
+print("start", os.getpid(), os.environ.get("SUBAUDIT_TEST_VARIABLE"), flush=True)
+from subaudit.pipeline import warm
+warm.hand_over({"SUBAUDIT_TEST_VARIABLE": "on"})
+print("ran", os.getpid(), os.environ["SUBAUDIT_TEST_VARIABLE"], os.getppid(), sys.argv[1:], flush=True)
+'''
+
+
+def test_a_job_that_needs_its_own_environment_restarts_under_it_in_its_own_process(worker, tmp_path):
+    """hand_over(environment): the same process (Snakemake's job, its benchmark) replaces itself
+    by the script under the variables, which the worker then refuses (they differ from its)."""
+    script = tmp_path / "reexec.py"
+    script.write_text(REEXEC)
+    proc = subprocess.run([sys.executable, str(script), "a", "b"], capture_output=True, text=True, cwd=tmp_path,
+                          env=environment())
+    assert proc.returncode == 0, proc.stderr
+    pid = proc.stdout.split()[1]
+    assert proc.stdout.splitlines() == [f"start {pid} None", f"start {pid} on",
+                                        f"ran {pid} on {os.getpid()} ['a', 'b']"]
+    assert "refused reexec.py: its environment differs in SUBAUDIT_TEST_VARIABLE" in (
+        tmp_path / "worker.log").read_text()
 
 
 def test_the_worker_is_single_threaded_with_what_the_scripts_import(repo_root, tmp_path, monkeypatch):

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from subaudit.pipeline import logs
 from subaudit.artifacts import read_csv, write_json, write_text
+from subaudit.data.acquisition import file_digest
 from subaudit.reporting.report import FigureInfo, build, to_html, to_markdown
 
 log = logs.start(snakemake.log[0])
@@ -20,4 +21,6 @@ for name, claim in report.metrics["claims"].items():
     log.info("claim %s: %s", name, claim["verdict"])
 write_text(snakemake.output.md, to_markdown(report))
 write_text(snakemake.output.html, to_html(report))
-write_json(snakemake.output.json, report.metrics)
+# the figure CSVs judged, by digest: report.json (in dvc.lock) pins them, and so reference/ in git
+csvs = {Path(f).name: file_digest(f) for f in snakemake.input if f.endswith(".csv")}
+write_json(snakemake.output.json, {**report.metrics, "figure_csvs": csvs})

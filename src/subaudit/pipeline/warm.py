@@ -46,7 +46,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 ENV = "SUBAUDIT_WARM_WORKER"
 """The worker's socket, for the jobs (set by :func:`start`); ``0`` turns the worker off."""
@@ -71,11 +71,19 @@ _STARTED = time.monotonic()
 # --------------------------------------------------------------------------- the job's side
 
 
-def hand_over() -> None:
+def hand_over(environment: Mapping[str, str] | None = None) -> None:
     """Run this job's script in a child of the warm worker and exit with its status; return
     at once (and let the script run here) where no worker takes the job.
 
-    Call it first in a workflow script, before its imports."""
+    ``environment``: variables the job must start under (libraries read them as they load,
+    e.g. :data:`subaudit.pipeline.numerics.PORTABLE`): where this process lacks them, it
+    replaces itself by the same script under them (same process, so Snakemake and the job's
+    benchmark see one job), which then runs in its own process (the worker's environment
+    differs).  Call it first in a workflow script, before its imports."""
+    if environment and any(os.environ.get(k) != v for k, v in environment.items()):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **environment})
     path = os.environ.get(ENV, "")
     if _IN_CHILD:
         return
