@@ -6,9 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PYTHON=${PYTHON:-python3}
-"$PYTHON" - <<'PY' || { echo "subaudit needs Python >= 3.10 (set PYTHON=...)" >&2; exit 1; }
+"$PYTHON" - <<'PY' || { echo "subaudit needs Python >= 3.11 (set PYTHON=...)" >&2; exit 1; }
 import sys
-sys.exit(0 if sys.version_info >= (3, 10) else 1)
+sys.exit(0 if sys.version_info >= (3, 11) else 1)
 PY
 
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv

@@ -83,3 +83,26 @@ def test_make_lets_python_keep_its_compiled_modules():
                          text=True, timeout=60, env={"PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"})
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[unset]"
+
+
+def test_the_python_floor_is_what_the_pinned_packages_require():
+    """pyproject.toml's requires-python is the highest floor among the versions constraints.txt
+    pins (each installed distribution's own Requires-Python), and setup.sh checks that one."""
+    import re
+    from importlib import metadata
+
+    floors = {}
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        if "==" in line and not line.startswith("#"):
+            name = line.split("==")[0].strip()
+            spec = metadata.metadata(name).get("Requires-Python") or ""
+            found = re.search(r">=\s*3\.(\d+)", spec)
+            floors[name] = int(found.group(1)) if found else 0
+    floor = max(floors.values())
+    assert floor >= 11, floors
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    assert declared == f">=3.{floor}", (declared, {k: v for k, v in floors.items() if v == floor})
+    assert f"sys.version_info >= (3, {floor})" in (ROOT / "scripts" / "setup.sh").read_text()
+    for page in ("README.md", "docs/install.md", "docs/quickstart.md"):
+        text = (ROOT / page).read_text()
+        assert f"3.{floor}" in text and "3.10" not in text, page

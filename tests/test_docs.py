@@ -51,6 +51,16 @@ def test_every_page_is_in_the_nav():
     assert len(nav) == len(set(nav)), "a page is in the nav twice"
 
 
+def test_every_page_that_names_the_opacus_auditor_leads_to_the_tutorial(repo_root):
+    """The tutorial is where an Opacus user starts: every page that names OneRunAudit, and the
+    pages an Opacus user opens first, link it."""
+    pages = {p for p in (repo_root / "docs").glob("*.md") if "OneRunAudit" in p.read_text()}
+    pages |= {repo_root / "docs" / n for n in ("index.md", "opacus.md", "own-data.md", "one-run.md", "install.md")}
+    pages |= {repo_root / "README.md"}
+    missing = [p.name for p in sorted(pages) if p.name != "tutorial.md" and "tutorial.md" not in p.read_text()]
+    assert not missing, missing
+
+
 def test_site_builds_strict(tmp_path):
     for module in ("mkdocs", "material", "mkdocstrings", "mkdocstrings_handlers.python"):
         pytest.importorskip(module)

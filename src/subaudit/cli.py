@@ -344,6 +344,8 @@ def _cmd_plan(args: argparse.Namespace) -> None:
 def _cmd_compare(args: argparse.Namespace) -> int:
     from subaudit.reporting.compare import compare, format_comparison
 
+    if args.limit < 0:
+        raise ParameterError("limit", args.limit, "a count >= 0")
     try:
         result = compare(args.run, args.reference, repo=args.repo)
     except ValueError as err:

@@ -56,6 +56,13 @@ def test_values_equal_at_the_printed_precision_agree_but_are_counted():
     assert cell.abs_diff == pytest.approx(2e-7) and cell.rel_diff == pytest.approx(2e-7 / 3.784593047)
 
 
+def test_a_list_of_numbers_is_as_its_worst_element():
+    assert cmp._classify("1.0;2.0000001", "1.0;2.0")[0] == "printed"
+    status, diff, _ = cmp._classify("1.0;2.01;3.0000001", "1.0;2.0;3.0")
+    assert status == "different" and diff == pytest.approx(0.01)
+    assert cmp._classify("1;2", "1;2;3")[0] == "different"
+
+
 def test_a_value_that_moved_beyond_the_printed_precision_fails(tmp_path):
     a = results(tmp_path / "a", FIG.assign(epsilon=[3.79, 1.25]), REPORT)   # 3.79 against 3.78
     b = results(tmp_path / "b", FIG, REPORT)

@@ -92,6 +92,9 @@ def test_a_run_is_versioned_pushed_and_restored(tiny_run, tmp_path, repo_root):
     sh(clone, "dvc", "pull")
     assert digests(clone / "results") == published
     assert digests(clone / "data") == published_data
+    # `subaudit compare` with a revision that keeps no reference/ in git: DVC restores its results
+    out = sh(clone, "subaudit", "compare", ".", "results-v1", "--repo", str(origin))
+    assert "agrees" in out and "report.json" in out
 
     sh(clone, sys.executable, "-m", "snakemake", "--cores", "1", "--touch", "--forceall")
     assert not (clone / "logs" / "warm-worker.log").exists()     # touching runs no job

@@ -9,6 +9,7 @@ workflow before any job runs, naming the key.
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import subprocess
 import sys
@@ -151,6 +152,24 @@ def test_deep_network_audits_are_built(workdir):
     assert metrics["claims"]["8"]["verdict"] == verdict.status  # the report judges from the CSV
     gap = deep["cases"]["gap"]   # one training of its own game and kind
     assert len(list((workdir / "results/deep/audits").glob("*.npz"))) == 2 * 2 * deep["repeats"] + gap["repeats"]
+
+
+def test_numbers_that_travel_between_machines(workdir):
+    """The jobs that can afford it ran under MKL's vendor-independent branch, the training
+    shards under MKL's own (subaudit.pipeline.numerics); the report pins the figure CSVs it
+    judged by sha256; the run compared with itself agrees (subaudit compare)."""
+    portable = [workdir / "logs/data/features_image.log", *sorted((workdir / "logs/deep").glob("audit_*.log"))]
+    assert len(portable) > 4
+    for log in portable:
+        assert "MKL branch COMPATIBLE" in log.read_text(), log
+    shards = sorted((workdir / "logs/natural").rglob("train_*_runs*.log"))
+    assert shards and not any("MKL branch" in p.read_text() for p in shards)
+    figures = workdir / "results/figures"
+    pinned = json.loads((workdir / "results/report.json").read_text())["figure_csvs"]
+    assert pinned == {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(figures.glob("*.csv"))}
+    proc = subprocess.run([Path(sys.executable).parent / "subaudit", "compare", str(workdir),
+                           str(workdir / "results")], capture_output=True, text=True)
+    assert proc.returncode == 0 and "agrees" in proc.stdout, proc.stdout + proc.stderr
 
 
 def test_every_artifact_verifies_and_is_readable_by_others(workdir):

@@ -5,7 +5,8 @@ A file is **bitwise equal** where its bytes are.  Each value falls in one of thr
 **identical** (the same text as stored: the CSVs hold 10 significant digits, ``report.json``
 every digit of the float64), **printed** (different, but the same at the precision the report and the figures
 print numbers, :data:`PRINTED`), or **different** (by how much: absolute and relative
-difference).  Text that is not a number is identical or different.  Every claim verdict that
+difference).  A list of numbers (``a;b;c``, the repeats' bounds) is as its worst element.  Text that is not
+a number is identical or different.  Every claim verdict that
 changed is listed on its own.  A run agrees with its reference when nothing is different
 beyond the printed precision, no verdict changed and both hold the same files, columns and
 rows.
@@ -91,7 +92,8 @@ class Comparison:
 
     def as_dict(self) -> dict[str, Any]:
         return {"agrees": self.agrees,
-                "files": [{"name": f.name, "same_bytes": f.same_bytes, "agrees": f.agrees, "counts": f.counts, "structure": f.structure,
+                "files": [{"name": f.name, "same_bytes": f.same_bytes, "agrees": f.agrees, "counts": f.counts,
+                           "structure": f.structure,
                            "cells": [vars(c) for c in f.cells]} for f in self.files],
                 "verdicts": [vars(c) for c in self.verdicts]}
 
@@ -151,6 +153,10 @@ def _number(text: str) -> float | None:
 def _classify(run: str, ref: str) -> tuple[str, float | None, float | None]:
     if run == ref:
         return IDENTICAL, None, None
+    if ";" in run and run.count(";") == ref.count(";"):        # a list of numbers (the repeats' bounds)
+        parts = [_classify(a, b) for a, b in zip(run.split(";"), ref.split(";"))]
+        worst = max(parts, key=lambda p: ([IDENTICAL, PRINTED_EQUAL, DIFFERENT].index(p[0]), p[1] or 0.0))
+        return worst
     a, b = _number(run), _number(ref)
     if a is None or b is None:
         return DIFFERENT, None, None
@@ -222,7 +228,7 @@ def compare_folders(run: Path, ref: Path) -> Comparison:
     import pandas as pd
 
     files, verdicts = [], []
-    names = sorted({p.name for p in (run / "figures").glob("*.csv")} | {p.name for p in (ref / "figures").glob("*.csv")})
+    names = sorted({p.name for folder in (run, ref) for p in (folder / "figures").glob("*.csv")})
     for name in names:
         a, b = run / "figures" / name, ref / "figures" / name
         if not (a.is_file() and b.is_file()):
