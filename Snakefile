@@ -60,9 +60,12 @@ onstart:
     if _limit is not None and (_limit.max_jobs, _limit.timespan) == (100, 1):
         workflow.scheduler.job_rate_limiter = None
     # --touch runs no job: no worker to load
-    if workflow.is_main_process and not workflow.touch and _warm.enabled(sum(1 for _ in workflow.dag.local_needrun_jobs)):
-        _WORKER.append(_warm.start(_warm.script_imports(Path(workflow.basedir) / "workflow" / "scripts"),
-                                   log="logs/warm-worker.log"))
+    # one worker per environment the scripts hand over under (the plain one; MKL's portable
+    # branch for the features and the deep phase), each for enough of this run's local jobs
+    if workflow.is_main_process and not workflow.touch:
+        _WORKER.extend(_warm.start_workers(Path(workflow.basedir) / "workflow" / "scripts",
+                                           [Path(j.rule.script or "").stem for j in workflow.dag.local_needrun_jobs],
+                                           logs="logs"))
 
 
 onsuccess:

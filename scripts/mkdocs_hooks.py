@@ -8,7 +8,7 @@ Markdown rendered at build time, so these pages cannot go stale:
 * ``<!-- subaudit:run ARGS -->``: the output of ``subaudit ARGS`` (run in-process);
 * ``<!-- subaudit:params KEY -->``: the block of ``KEY`` in ``params.yaml``, as it is;
 * ``<!-- subaudit:report -->``: the verdicts and final-step audits of ``results/report.json``
-  (written by ``make run``), else how to produce it;
+  (written by ``make run``), else of ``reference/report.json`` (the default's, kept in git);
 * ``<!-- subaudit:bench -->``: ``logs/bench.json`` (``subaudit bench --quick --json``), else
   how to produce it;
 * ``<!-- subaudit:job-seconds -->``: the job-seconds of the heavy rules, summed from the
@@ -175,7 +175,7 @@ def render_report(path: Path, claim_texts: Mapping[str, str] | None = None) -> s
     data = json.loads(path.read_text())
     texts = _claim_texts() if claim_texts is None else claim_texts
     estimator = data.get("estimator", "?")
-    lines = [f"Generated from `{path.name}` at build time; estimator `{estimator}`, final step. "
+    lines = [f"Generated from `{path.parent.name}/{path.name}` at build time; estimator `{estimator}`, final step. "
              f"{data.get('supported', 0)} claims supported, {data.get('cannot_tell', 0)} cannot tell, "
              f"{data.get('refuted', 0)} refuted.", "", "### Verdicts", ""]
     rows = []
@@ -295,7 +295,10 @@ def renderers(root: Path) -> dict[str, Callable[[str], str]]:
         "cli": lambda _arg: render_cli(_cli_parser()),
         "run": render_run,
         "params": lambda arg: render_params(root / "params.yaml", arg),
-        "report": lambda _arg: render_report(root / "results" / "report.json"),
+        # this checkout's run, else the default's reference results kept in git
+        "report": lambda _arg: render_report(next((p for p in (root / "results" / "report.json",
+                                                              root / "reference" / "report.json") if p.is_file()),
+                                                  root / "results" / "report.json")),
         "bench": lambda _arg: render_bench(root / "logs" / "bench.json"),
         "job-seconds": lambda _arg: render_job_seconds(root / "logs" / "benchmarks"),
         "claims": lambda _arg: render_claims(),

@@ -549,7 +549,7 @@ _BAD_INPUTS = [
     (("deep-cost", "--params", "{t}/unknown.yaml"), 2, "{t}/unknown.yaml: unknown key"),
     (("compare", "{t}/none", "{r}/reference"), 2, "{t}/none: no results here"),
     (("compare", "{r}/reference", "no-such-revision", "--repo", "{t}"), 2,
-     "'no-such-revision' is neither a folder nor a git revision of {t}"),
+     "REFERENCE = 'no-such-revision' is invalid; allowed: a results folder, or a git revision of {t}"),
     (("compare", "{r}/reference", "{r}/reference", "--limit", "-1"), 2, "--limit = -1"),
     (("plan",), 2, "--root = '.'"),
     (("plan", "--root", "{r}", "--configfile", "{t}/broken.yaml"), 2, "--configfile {t}/broken.yaml: not valid"),

@@ -26,6 +26,7 @@ from subaudit.estimation import DEFAULT_ESTIMATOR, ESTIMATORS
 from subaudit.artifacts import dumps
 from subaudit.estimation.one_run import GUESS_RULES, ONE_RUN_METHODS
 from subaudit.pipeline.score_files import SCORE_LAYOUTS
+from subaudit import __version__
 from subaudit.validation import ConfigError, ParameterError
 
 S1_ADJACENCIES = ("substitute", "add-remove")
@@ -41,7 +42,8 @@ def _listed(value: Any) -> str:
 
 
 # Library parameter names that differ from their flag.
-_FLAG_OF = {"runs_per_world": "--runs", "target_epsilon": "--target-epsilon", "paths": "PATH"}
+_FLAG_OF = {"runs_per_world": "--runs", "target_epsilon": "--target-epsilon", "paths": "PATH",
+            "reference": "REFERENCE"}
 
 
 class UsageError(Exception):
@@ -344,12 +346,7 @@ def _cmd_plan(args: argparse.Namespace) -> None:
 def _cmd_compare(args: argparse.Namespace) -> int:
     from subaudit.reporting.compare import compare, format_comparison
 
-    if args.limit < 0:
-        raise ParameterError("limit", args.limit, "a count >= 0")
-    try:
-        result = compare(args.run, args.reference, repo=args.repo)
-    except ValueError as err:
-        raise UsageError(str(err)) from None
+    result = compare(args.run, args.reference, repo=args.repo)
     _emit(result.as_dict(), args.json, format_comparison(result, limit=args.limit))
     return 0 if result.agrees else 1
 
@@ -479,7 +476,7 @@ def _s1_adjacency(text: str) -> str:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for documentation and tests)."""
     p = _Parser(prog="subaudit", description=__doc__.splitlines()[0])
-    p.add_argument("--version", action="version", version="%(prog)s " + _version())
+    p.add_argument("--version", action="version", version="%(prog)s " + __version__)
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     def dp_args(sp: argparse.ArgumentParser, sigma: bool = True) -> None:
@@ -607,13 +604,11 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--json", action="store_true")
     sp.set_defaults(func=_cmd_plan)
 
-    sp = sub.add_parser("compare", help="every number of a run's figure CSVs and report.json against a reference: "
-                                        "identical, equal at the printed precision, or by how much they differ; "
-                                        "exit status 1 when anything moved beyond the printed precision")
+    sp = sub.add_parser("compare", help="every number of a run's figure CSVs and report.json against a reference; "
+                                        "exit status 1 when one moved beyond the printed precision")
     sp.add_argument("run", metavar="RUN", help="a run's folder (its results/) or a results folder")
-    sp.add_argument("reference", metavar="REFERENCE",
-                    help="a results folder (e.g. reference, the default's reference kept in git) or a git "
-                         "revision (its reference/, else its results restored by DVC)")
+    sp.add_argument("reference", metavar="REFERENCE", help="a results folder (e.g. reference, kept in git) or a git "
+                                                           "revision (its reference/, else its results from DVC)")
     sp.add_argument("--repo", default=".", help="the git repository a revision names (default: here)")
     sp.add_argument("--limit", type=_int, default=10, help="values listed per file that differ (default 10)")
     sp.add_argument("--json", action="store_true")
@@ -646,12 +641,6 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--json", action="store_true")
     sp.set_defaults(func=_cmd_verify)
     return p
-
-
-def _version() -> str:
-    from subaudit import __version__
-
-    return __version__
 
 
 def main(argv: Sequence[str] | None = None) -> int:

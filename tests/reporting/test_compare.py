@@ -116,7 +116,7 @@ def test_a_git_revision_is_compared_through_its_reference(tmp_path):
     assert not c.agrees and c.files[0].counts["different"] == 1
     assert cmp.compare(repo / cmp.REFERENCE, "HEAD", repo=repo).agrees
     proc = run_cli("compare", str(run.parent), "no-such-rev", "--repo", str(repo), check=False)
-    assert proc.returncode == 2 and "'no-such-rev' is neither a folder nor a git revision" in proc.stderr
+    assert proc.returncode == 2 and "REFERENCE = 'no-such-rev' is invalid" in proc.stderr
     proc = run_cli("compare", str(tmp_path / "empty"), str(repo / cmp.REFERENCE), check=False)
     assert proc.returncode == 2 and "no results here" in proc.stderr
 

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+from subaudit.validation import ParameterError
+
 __all__ = ["PRINTED", "REFERENCE", "Cell", "Comparison", "FileComparison", "compare", "compare_folders",
            "format_comparison", "reference_folder", "restore_with_dvc", "results_folder"]
 
@@ -119,7 +121,7 @@ def reference_folder(reference: str, repo: Path, scratch: Path) -> Path:
     if Path(reference).is_dir():
         return results_folder(Path(reference))
     if _git(repo, "rev-parse", "--verify", "--quiet", f"{reference}^{{commit}}").returncode != 0:
-        raise ValueError(f"{reference!r} is neither a folder nor a git revision of {repo}")
+        raise ParameterError("reference", reference, f"a results folder, or a git revision of {repo}")
     if _git(repo, "cat-file", "-e", f"{reference}:{REFERENCE}/report.json").returncode == 0:
         archive = subprocess.run(["git", "-C", str(repo), "archive", "--format=tar", reference, REFERENCE],
                                  capture_output=True, check=True)
@@ -270,6 +272,8 @@ def _value(cell: Cell) -> str:
 def format_comparison(c: Comparison, limit: int = 10) -> str:
     """The comparison for a reader: a line per file, then the cells that differ beyond the
     printed precision (at most ``limit`` a file) and every changed verdict."""
+    if limit < 0:
+        raise ParameterError("limit", limit, "a count >= 0")
     lines = [f"{'file':<26}{'bytes':>7}{'identical':>10}{'printed':>9}{'different':>10}  largest difference"]
     for f in c.files:
         big = f.largest
