@@ -3,17 +3,7 @@
 
 from pathlib import Path
 
-from subaudit.pipeline import numerics
 from subaudit.pipeline.config import selected, validate_params
-
-# Every job (and the warm worker) inherits these code paths: the same float32 bits on any
-# x86-64 machine with AVX2 where a setting can give them (subaudit.pipeline.numerics).
-_replaced = numerics.apply()
-if workflow.is_main_process and _replaced:
-    import sys as _sys
-
-    print(f"subaudit: the workflow runs its jobs under {dict(numerics.PINNED)} (replacing {_replaced}), "
-          "so that their numbers do not depend on the processor", file=_sys.stderr)
 
 configfile: "params.yaml"
 
@@ -60,12 +50,9 @@ onstart:
     if _limit is not None and (_limit.max_jobs, _limit.timespan) == (100, 1):
         workflow.scheduler.job_rate_limiter = None
     # --touch runs no job: no worker to load
-    # one worker per environment the scripts hand over under (the plain one; MKL's portable
-    # branch for the features and the deep phase), each for enough of this run's local jobs
-    if workflow.is_main_process and not workflow.touch:
-        _WORKER.extend(_warm.start_workers(Path(workflow.basedir) / "workflow" / "scripts",
-                                           [Path(j.rule.script or "").stem for j in workflow.dag.local_needrun_jobs],
-                                           logs="logs"))
+    if workflow.is_main_process and not workflow.touch and _warm.enabled(sum(1 for _ in workflow.dag.local_needrun_jobs)):
+        _WORKER.append(_warm.start(_warm.script_imports(Path(workflow.basedir) / "workflow" / "scripts"),
+                                   log="logs/warm-worker.log"))
 
 
 onsuccess:

@@ -22,12 +22,6 @@ from typing import Any
 import pytest
 import yaml
 
-from subaudit.pipeline import numerics
-
-# The tests run on the code paths the workflow's jobs run on (set before torch loads), so that a
-# number computed here and one a job wrote compare bit for bit (subaudit.pipeline.numerics).
-numerics.apply()
-
 # the local SLURM cluster's fixture (`cluster`) for the modules that submit to it
 pytest_plugins = ["slurm_cluster"]
 

@@ -200,82 +200,12 @@ def test_the_jobs_time_and_memory_reach_its_log(worker, tmp_path):
     assert warm.job_usage(tmp_path / "absent.log") is None
 
 
-#: The scripts that start under MKL's vendor-independent branch (subaudit.pipeline.numerics):
-#: the backbone features and the deep phase's Opacus trainings.
-PORTABLE_SCRIPTS = {"features", "deep_audit", "deep_canaries", "deep_pretrain"}
-
-
 def test_every_workflow_script_hands_over_before_its_imports(repo_root):
-    portable = set()
     for script in sorted((repo_root / "workflow" / "scripts").glob("*.py")):
         body = ast.parse(script.read_text()).body
         first = [ast.unparse(node) for node in body[1:3]]
-        if first == ["from subaudit.pipeline import numerics, warm", "warm.hand_over(numerics.PORTABLE)"]:
-            portable.add(script.stem)
-        else:
-            assert first == ["from subaudit.pipeline import warm", "warm.hand_over()"], script.name
-    assert portable == PORTABLE_SCRIPTS
+        assert first == ["from subaudit.pipeline import warm", "warm.hand_over()"], script.name
     assert "torch" in warm.script_imports(repo_root / "workflow" / "scripts")
-
-
-REEXEC = r'''
-import os, sys
-print("start", os.getpid(), os.environ.get("SUBAUDIT_TEST_VARIABLE"), flush=True)
-from subaudit.pipeline import warm
-warm.hand_over({"SUBAUDIT_TEST_VARIABLE": "on"})
-print("ran", os.getpid(), os.environ["SUBAUDIT_TEST_VARIABLE"], os.getppid(), sys.argv[1:], flush=True)
-'''
-
-
-def test_a_job_that_needs_its_own_environment_restarts_under_it_and_goes_to_its_worker(worker, tmp_path,
-                                                                                      monkeypatch):
-    """hand_over(environment): the same process (Snakemake's job, its benchmark) replaces itself
-    by the script under the variables; it runs in its own process where no worker was started
-    under them, and in the one that was where there is one (the plain worker never takes it)."""
-    script = tmp_path / "reexec.py"
-    script.write_text(REEXEC)
-
-    def job() -> list[str]:
-        proc = subprocess.run([sys.executable, str(script), "a", "b"], capture_output=True, text=True,
-                              cwd=tmp_path, env=environment())
-        assert proc.returncode == 0, proc.stderr
-        return proc.stdout.splitlines()
-
-    lines = job()
-    pid = lines[0].split()[1]
-    assert lines == [f"start {pid} None", f"start {pid} on", f"ran {pid} on {os.getpid()} ['a', 'b']"]
-    needed = {"SUBAUDIT_TEST_VARIABLE": "on"}
-    assert warm.socket_variable(needed) == "SUBAUDIT_WARM_WORKER_SUBAUDIT_TEST_VARIABLE_ON"
-    monkeypatch.delenv("PYTEST_CURRENT_TEST", raising=False)      # as the worker fixture does
-    own = warm.start(["json"], log=tmp_path / "own.log", environment=needed)
-    try:
-        for _ in range(200):
-            if "ready" in (tmp_path / "own.log").read_text():
-                break
-            time.sleep(0.05)
-        lines = job()
-        assert lines[-1].split()[3] == str(own.process.pid), (tmp_path / "own.log").read_text()
-        assert "job reexec.py: pid" in (tmp_path / "own.log").read_text()
-        assert "reexec.py" not in (tmp_path / "worker.log").read_text()
-    finally:
-        own.stop()
-    assert warm.socket_variable(needed) not in os.environ
-
-
-def test_a_run_starts_a_worker_per_environment_its_jobs_need(repo_root, tmp_path, monkeypatch):
-    from subaudit.pipeline import numerics
-
-    scripts = repo_root / "workflow" / "scripts"
-    needs = warm.script_environments(scripts)
-    assert needs == {name: dict(numerics.PORTABLE) for name in PORTABLE_SCRIPTS}
-    started = []
-    monkeypatch.setattr(warm, "start", lambda modules, log, environment=None: started.append(
-        (Path(log).name, environment)) or warm.Worker(None, "", warm.socket_variable(environment)))
-    monkeypatch.delenv(warm.ENV, raising=False)
-    warm.start_workers(scripts, ["train_shard"] * 8 + ["deep_audit"] * 7, logs=tmp_path)
-    assert started == [("warm-worker.log", {})]
-    warm.start_workers(scripts, ["train_shard"] * 7 + ["deep_audit"] * 4 + ["features"] * 4, logs=tmp_path)
-    assert started[1:] == [("warm-worker-mkl_cbwr-compatible.log", dict(numerics.PORTABLE))]
 
 
 def test_the_worker_is_single_threaded_with_what_the_scripts_import(repo_root, tmp_path, monkeypatch):

@@ -1,16 +1,14 @@
 """Snakemake adapter: one one-run audit of a deep network trained with Opacus."""
 
-from subaudit.pipeline import numerics, warm
+from subaudit.pipeline import warm
 
-# under MKL's vendor-independent branch (subaudit.pipeline.numerics), so in its own process
-warm.hand_over(numerics.PORTABLE)
+warm.hand_over()  # in the warm worker's child when one takes the job (subaudit.pipeline.warm)
 
 from subaudit.devices import resolve_device, use_threads
 from subaudit.integrations.deep import Training, load_canaries, load_data, load_weights, run_audit, save_audit
 from subaudit.pipeline import logs
 
 log = logs.start(snakemake.log[0])
-log.info("MKL branch %s", numerics.mkl_branch())
 use_threads(snakemake.threads)
 p, wc, inp = snakemake.params, snakemake.wildcards, snakemake.input
 data = load_data(inp.archive, p.source, p.sizes, p.seed)

@@ -1,16 +1,14 @@
 """Snakemake adapter: every input canary kind's pairs for the deep-network audits."""
 
-from subaudit.pipeline import numerics, warm
+from subaudit.pipeline import warm
 
-# under MKL's vendor-independent branch (subaudit.pipeline.numerics), so in its own process
-warm.hand_over(numerics.PORTABLE)
+warm.hand_over()  # in the warm worker's child when one takes the job (subaudit.pipeline.warm)
 
 from subaudit.devices import use_threads
 from subaudit.integrations.deep import load_data, make_canaries, save_canaries
 from subaudit.pipeline import logs
 
 log = logs.start(snakemake.log[0])
-log.info("MKL branch %s", numerics.mkl_branch())
 use_threads(snakemake.threads)
 p = snakemake.params
 data = load_data(snakemake.input[0], p.source, p.sizes, p.seed)

@@ -1,9 +1,8 @@
 """Snakemake adapter: the fine-tuning case's network, pretrained without privacy on public images."""
 
-from subaudit.pipeline import numerics, warm
+from subaudit.pipeline import warm
 
-# under MKL's vendor-independent branch (subaudit.pipeline.numerics), so in its own process
-warm.hand_over(numerics.PORTABLE)
+warm.hand_over()  # in the warm worker's child when one takes the job (subaudit.pipeline.warm)
 
 import torch
 
@@ -13,7 +12,6 @@ from subaudit.integrations.networks import build
 from subaudit.pipeline import logs
 
 log = logs.start(snakemake.log[0])
-log.info("MKL branch %s", numerics.mkl_branch())
 use_threads(snakemake.threads)
 p = snakemake.params
 data = load_data(snakemake.input[0], p.source, p.sizes, p.seed)

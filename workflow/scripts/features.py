@@ -1,9 +1,8 @@
 """Snakemake adapter: backbone features of a split (binary tabular features pass through)."""
 
-from subaudit.pipeline import numerics, warm
+from subaudit.pipeline import warm
 
-# under MKL's vendor-independent branch (subaudit.pipeline.numerics), so in its own process
-warm.hand_over(numerics.PORTABLE)
+warm.hand_over()  # in the warm worker's child when one takes the job (subaudit.pipeline.warm)
 
 import numpy as np
 import torch
@@ -15,7 +14,6 @@ from subaudit.devices import resolve_device
 from subaudit.artifacts import write_npz
 
 log = logs.start(snakemake.log[0])
-log.info("MKL branch %s", numerics.mkl_branch())
 p = snakemake.params
 # One CPU thread: kernels split their reductions by thread count, and the features (hence
 # every audit) must not depend on the machine's core count. (A GPU gives other bits.)

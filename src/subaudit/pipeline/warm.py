@@ -24,18 +24,11 @@ torch seeded from the operating system (as each new process seeds them: no job's
 depend on them), its own standard streams.  It ends as
 the interpreter would for what a job can observe, without tearing down the worker's modules.
 
-A job that must start under variables of its own (MKL's vendor-independent branch, for the
-backbone features and the deep phase: :mod:`subaudit.pipeline.numerics`) says so as it hands
-over (``hand_over(environment)``): it restarts under them and goes to a second worker, started
-under them when the run has enough such jobs (:func:`start_workers`); the workers' sockets are
-the only variables in which a job and its worker may differ besides :data:`ADOPTED`.
-
 What a job's ``benchmark:`` file then measures: its wall time, as before; its CPU and memory
 columns are those of the waiting process, so that process appends the child's CPU time and
 peak memory to the job's log (one ``warm worker:`` line, which the docs' job table reads).
 
-May import: nothing of subaudit as it loads (a job's process imports this module first, and only
-this); on the workflow's side :func:`script_environments` loads the modules the scripts name.
+May import: nothing of subaudit (a job's process imports this module first, and only this).
 """
 
 from __future__ import annotations
@@ -53,7 +46,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable
 
 ENV = "SUBAUDIT_WARM_WORKER"
 """The worker's socket, for the jobs (set by :func:`start`); ``0`` turns the worker off."""
@@ -78,21 +71,12 @@ _STARTED = time.monotonic()
 # --------------------------------------------------------------------------- the job's side
 
 
-def hand_over(environment: Mapping[str, str] | None = None) -> None:
+def hand_over() -> None:
     """Run this job's script in a child of the warm worker and exit with its status; return
     at once (and let the script run here) where no worker takes the job.
 
-    ``environment``: variables the job must start under (libraries read them as they load,
-    e.g. :data:`subaudit.pipeline.numerics.PORTABLE`): where this process lacks them, it
-    replaces itself by the same script under them (same process, so Snakemake and the job's
-    benchmark see one job), which then goes to the worker started under them, if any
-    (:func:`start` with that ``environment``).  Call it first in a workflow script, before its
-    imports."""
-    if environment and any(os.environ.get(k) != v for k, v in environment.items()):
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **environment})
-    path = os.environ.get(socket_variable(environment), "")
+    Call it first in a workflow script, before its imports."""
+    path = os.environ.get(ENV, "")
     if _IN_CHILD:
         return
     if path in ("", "0"):
@@ -210,12 +194,11 @@ class Worker:
 
     process: subprocess.Popen
     socket_path: str
-    variable: str = ENV
 
     def stop(self, timeout: float = 10.0) -> None:
         """End the worker (its running children get SIGTERM) and forget it in this process."""
-        if os.environ.get(self.variable) == self.socket_path:
-            del os.environ[self.variable]
+        if os.environ.get(ENV) == self.socket_path:
+            del os.environ[ENV]
         if self.process.poll() is None:
             self.process.terminate()
             try:
@@ -223,30 +206,6 @@ class Worker:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-
-
-def socket_variable(environment: Mapping[str, str] | None = None) -> str:
-    """The variable that holds the socket of the worker started under ``environment`` (:data:`ENV`
-    for the plain one), which jobs that need that environment hand over to."""
-    if not environment:
-        return ENV
-    return "_".join([ENV, *(f"{k}_{v}" for k, v in sorted(environment.items()))]).upper()
-
-
-def script_environments(folder: str | Path) -> dict[str, dict[str, str]]:
-    """The environment each script in ``folder`` hands over under (``warm.hand_over(X.NAME)``
-    with ``from subaudit.pipeline import X``), by script name; scripts without one left out."""
-    import importlib
-
-    found = {}
-    for script in sorted(Path(folder).glob("*.py")):
-        for node in ast.parse(script.read_text(encoding="utf-8")).body:
-            call = node.value if isinstance(node, ast.Expr) else None
-            if (isinstance(call, ast.Call) and ast.unparse(call.func) == "warm.hand_over" and call.args
-                    and isinstance(call.args[0], ast.Attribute) and isinstance(call.args[0].value, ast.Name)):
-                module = importlib.import_module(f"subaudit.pipeline.{call.args[0].value.id}")
-                found[script.stem] = dict(getattr(module, call.args[0].attr))
-    return found
 
 
 def enabled(jobs_to_run: int) -> bool:
@@ -258,42 +217,24 @@ PREAMBLE = ("snakemake.iocontainers", "snakemake.logging", "snakemake.io")
 """What Snakemake's preamble to every script imports (to unpickle the ``snakemake`` object)."""
 
 
-def start(modules: Iterable[str], log: str | Path, environment: Mapping[str, str] | None = None) -> Worker:
+def start(modules: Iterable[str], log: str | Path) -> Worker:
     """Start a worker that imports ``modules`` and then takes jobs, logging to ``log``; set
-    :func:`socket_variable` in this process's environment, which the jobs it starts inherit.
-    ``environment``: variables the worker starts under, for the jobs that hand over under them.
+    :data:`ENV` in this process's environment, which the jobs it starts inherit.
 
     Returns at once: jobs that start before the worker has loaded run in their own process."""
     folder = tempfile.mkdtemp(prefix="subaudit-warm-")  # mode 0700: only this user may connect
     path = os.path.join(folder, "socket")
     Path(log).parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, **(environment or {})}
-    variable = socket_variable(environment)
-    env[variable] = path
+    env = dict(os.environ)
+    env[ENV] = path
     for name in ("OMP_NUM_THREADS", "GOTO_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                  "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS"):
         env[name] = "1"  # what Snakemake gives a one-thread job: the libraries read it as they load
     with open(log, "w", encoding="utf-8") as out:
         process = subprocess.Popen([sys.executable, "-m", __name__, "--socket", path, "--parent", str(os.getpid()),
                                     *PREAMBLE, *modules], env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out)
-    os.environ[variable] = path
-    return Worker(process, path, variable)
-
-
-def start_workers(scripts: str | Path, jobs: Iterable[str], logs: str | Path) -> list[Worker]:
-    """The workers a run starts (the Snakefile's ``onstart``): one per environment the scripts in
-    ``scripts`` hand over under (:func:`script_environments`; the plain one too), each where
-    :func:`enabled` for the run's local ``jobs`` (their scripts' names) that need it, logging to
-    ``logs/warm-worker.log`` (plain) or ``logs/warm-worker-<variables>.log``."""
-    needs = script_environments(scripts)
-    jobs = list(jobs)
-    imports = script_imports(scripts)
-    workers = []
-    for environment in [{}, *{tuple(sorted(e.items())): e for e in needs.values()}.values()]:
-        if enabled(sum(1 for job in jobs if needs.get(job, {}) == environment)):
-            name = "-".join(["warm-worker", *(f"{k}-{v}" for k, v in sorted(environment.items()))]).lower()
-            workers.append(start(imports, log=Path(logs) / f"{name}.log", environment=environment))
-    return workers
+    os.environ[ENV] = path
+    return Worker(process, path)
 
 
 # --------------------------------------------------------------------------- the worker
@@ -398,8 +339,8 @@ class _Server:
         if len(os.listdir("/proc/self/task")) != 1:
             return "the worker is not single-threaded"
         env = request.get("env", {})
-        differ = sorted(k for k in set(env) | set(self.env)     # the workers' sockets: no library reads them
-                        if k not in ADOPTED and not k.startswith(ENV) and env.get(k) != self.env.get(k))
+        differ = sorted(k for k in set(env) | set(self.env)
+                        if k not in ADOPTED and env.get(k) != self.env.get(k))
         return f"its environment differs in {', '.join(differ)}" if differ else ""
 
     def become_child(self, conn: socket.socket) -> None:
