@@ -10,7 +10,9 @@
   what they are; a CSV beside every figure;
 * :mod:`~subaudit.reporting.claims`: the paper's claims, each judged from the figures'
   tables (a registry of :class:`~subaudit.reporting.claims.Claim`);
-* :mod:`~subaudit.reporting.report`: the report (Markdown, HTML and a metrics JSON).
+* :mod:`~subaudit.reporting.report`: the report (Markdown, HTML and a metrics JSON);
+* :mod:`~subaudit.reporting.compare`: a run's figure CSVs and ``report.json`` against a
+  reference's, number by number (``subaudit compare``).
 
 Submodules are imported by name (``from subaudit.reporting import figures``): the figures
 need matplotlib, which nothing else should load.
