@@ -132,8 +132,10 @@ def job_counts(workdir: Path, *targets: str) -> dict[str, int]:
 def jobs_over_requests(workdir: Path, dry_run: str) -> tuple[int, list[tuple[str, float, float, dict[str, str]]]]:
     """Every job of ``dry_run`` (a ``--dry-run --forceall`` output of the run in ``workdir``)
     measured (its log's line from the warm worker or its own process, else its benchmark
-    file) against the ``mem_mb`` and ``runtime`` it requests, which every rule must give: the
-    number checked, and (rule, peak MB, wall s, request) of each job over its request."""
+    file) against the ``mem_mb`` and ``runtime`` it requests, which every rule must give, and
+    its outputs' bytes against the ``out_kb`` its cost model gives (where it has one): the
+    number checked, and (rule, peak MB, wall s, request) of each job over its request (peak MB
+    replaced by the outputs' kB where those are over)."""
     import pandas as pd
 
     from subaudit.pipeline import warm
@@ -144,8 +146,8 @@ def jobs_over_requests(workdir: Path, dry_run: str) -> tuple[int, list[tuple[str
         rule = re.match(r"(?:local)?rule (\w+):", block).group(1)
         if rule == "all":
             continue
-        asked = dict(re.findall(r"\b(mem_mb|runtime)=(\d+)", block.split("resources:", 1)[-1].split("\n", 1)[0]))
-        assert set(asked) == {"mem_mb", "runtime"}, (rule, asked)
+        asked = dict(re.findall(r"\b(mem_mb|runtime|out_kb)=(\d+)", block.split("resources:", 1)[-1].split("\n", 1)[0]))
+        assert {"mem_mb", "runtime"} <= set(asked), (rule, asked)
         log = re.search(r"\n\s+log: ([^\n,]+)", block)
         bench = re.search(r"\n\s+benchmark: ([^\n]+)", block)
         usage = warm.job_usage(workdir / log.group(1).strip()) if log else None
@@ -159,6 +161,12 @@ def jobs_over_requests(workdir: Path, dry_run: str) -> tuple[int, list[tuple[str
         checked += 1
         if peak > int(asked["mem_mb"]) or wall > 60 * int(asked["runtime"]):
             over.append((rule, peak, wall, asked))
+        if "out_kb" in asked:
+            outputs = re.search(r"\n\s+output: ([^\n]+)", block).group(1).split(", ")
+            written = sum(f.stat().st_size for o in outputs for f in
+                          ([workdir / o] if (workdir / o).is_file() else (workdir / o).rglob("*")) if f.is_file())
+            if written > 1024 * int(asked["out_kb"]):
+                over.append((rule, written / 1024, wall, asked))
     return checked, over
 
 

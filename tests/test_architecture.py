@@ -14,7 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "subaudit"
 #: What each part of the package may import of subaudit (besides itself and the base).
-BASE = {"validation", "seeding", "schedule", "artifacts", "devices"}
+BASE = {"validation", "seeding", "schedule", "artifacts", "devices", "job_requests"}
 MAY_IMPORT = {
     "accounting": set(),
     "estimation": {"accounting"},

@@ -13,7 +13,8 @@ Packages, one concept each; imports run one way, from the top of this list down:
   group privacy), :mod:`subaudit.data` (sources, splits, features);
 * base modules that import nothing of the rest: :mod:`subaudit.validation` (parameter
   errors), :mod:`subaudit.seeding`, :mod:`subaudit.schedule`, :mod:`subaudit.artifacts`
-  (atomic, checksummed files), :mod:`subaudit.devices`.
+  (atomic, checksummed files), :mod:`subaudit.devices`, :mod:`subaudit.job_requests` (a job's
+  SLURM requests from its modelled work).
 
 ``tests/test_architecture.py`` holds the code to this layering.
 """

@@ -90,13 +90,17 @@ def test_an_audit_jobs_slurm_resources_grow_with_its_training():
     """Minutes: 10 + 3 x examples / (rate x reference pixels / pixels) / 60, rounded up; memory
     on the CPU: 3,000 MB + 12 bytes x parameters (scaled to the input) x physical batch."""
     case = {"steps": 400, "batch": 256, "augmentations": 1}
-    deep_params = {"network": "sample-convnet", "physical_batch": None, "cases": {"scratch": case}}
+    selections = {"kinds": ["random", "gradient"], "games": ["membership"], "repeats": 1,
+                  "gradient_canaries": 1000, "gradient_scores": ["update"], "canaries": 100}
+    deep_params = {"network": "sample-convnet", "physical_batch": None, "cases": {"scratch": case}, **selections}
     cpu = audit_job_resources(deep_params, "scratch", "cpu", (28, 28))
     assert cpu["runtime"] == 10 + int(np.ceil(3 * 400 * 256 / 2_857 / 60)) == 12
     assert cpu["mem_mb"] == 3_000 + int(np.ceil((256 + 64) * 12 * 26_010 / 2**20))
+    # its output: each canary's record, at most every canary of the case (100 random, 1,000 gradient)
     assert audit_job_resources(deep_params, "scratch", "cuda", (28, 28)) == {
-        "runtime": 11, "mem_mb": 3_000, "expected_s": int(np.ceil(400 * 256 / 10_492))}   # expected: no margin
-    paper = {"network": "wrn-16-4", "physical_batch": 64,
+        "runtime": 11, "mem_mb": 3_000, "expected_s": int(np.ceil(400 * 256 / 10_492)),   # expected: no margin
+        "out_kb": 16 + int(np.ceil(1100 * 41 / 1024))}
+    paper = {"network": "wrn-16-4", "physical_batch": 64, **selections,
              "cases": {"scratch": {"steps": 3405, "batch": 4096, "augmentations": 16}}}
     gpu = audit_job_resources(paper, "scratch", "cuda", (32, 32, 3))
     assert gpu["runtime"] == 10 + int(np.ceil(3 * 3405 * 4096 * 16 / 8_843 / 60))   # about 21 hours
@@ -115,12 +119,13 @@ def test_the_pretraining_jobs_resources_grow_with_its_epochs():
     cpu = pretrain_job_resources(default, "cpu", (28, 28))
     assert cpu == {"runtime": 10 + int(np.ceil(3 * 3 * 4000 / 2_857 / 60)),
                    "mem_mb": 3_000 + int(np.ceil(128 * 12 * 26_010 / 2**20)),
-                   "expected_s": int(np.ceil(3 * 4000 / 2_857))}
+                   "expected_s": int(np.ceil(3 * 4000 / 2_857)),
+                   "out_kb": 16 + int(np.ceil(4 * 26_010 / 1024))}     # the network's parameters
     paper = {"network": "wrn-16-4", "sizes": {"public": 3000}, "pretrain": {"epochs": 30, "batch": 256}}
     assert pretrain_job_resources(paper, "cpu", (32, 32, 3))["runtime"] == 10 + int(np.ceil(3 * 30 * 3000 / 16.2 / 60))
     assert pretrain_job_resources(paper, "cuda", (32, 32, 3)) == {
         "runtime": 10 + int(np.ceil(3 * 30 * 3000 / 8_843 / 60)), "mem_mb": 3_000,
-        "expected_s": int(np.ceil(30 * 3000 / 8_843))}
+        "expected_s": int(np.ceil(30 * 3000 / 8_843)), "out_kb": 16 + int(np.ceil(4 * 2_748_890 / 1024))}
 
 
 @pytest.fixture(scope="module")

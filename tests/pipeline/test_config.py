@@ -263,25 +263,31 @@ def test_paper_preset_lists_the_deep_network_audits(tmp_path):
 
 def test_the_paper_presets_crafting_job_asks_for_its_unroll(repo_root):
     """The paper preset's deep_canaries keeps ResNet-9's whole unroll (width 64, 40 inner steps of
-    128 CIFAR-10 images: about 52 GB by the proxy's measured cost): its request holds it (it was
-    a fixed 3,000 MB and 30 minutes), and its time limit the metasteps at the measured rate."""
+    128 CIFAR-10 images: about 52 GB by the proxy's measured cost): on the CPU its request holds
+    it (it was a fixed 3,000 MB and 30 minutes) and its time limit the metasteps at the measured
+    rate; on GPUs (presets/gpu.yaml) the job asks for a GPU, whose memory holds the unroll, and
+    for the metasteps' time at the assumed GPU rate."""
     import re
 
     from snakemake.utils import update_config
 
+    from subaudit.job_requests import UNMEASURED_GPU_MACS_PER_S
     from subaudit.scenarios.canary_optimisation import PROXY_NETWORKS
+    from subaudit.scenarios.deep import canaries_job_resources
 
     block = paper_dry_run().split("rule deep_canaries:", 1)[1].split("\nrule ", 1)[0]
-    asked = dict(re.findall(r"\b(mem_mb|runtime)=(\d+)", block))
+    asked = dict(re.findall(r"\b(mem_mb|runtime|gpu)=(\d+)", block))
     params = load_params(repo_root / "params.yaml")
     update_config(params, yaml.safe_load((repo_root / "presets/paper.yaml").read_text()))
     meta = params["deep"]["metagradient"]
     net = PROXY_NETWORKS[meta["network"]]
     images = meta["steps"] * meta["batch"]               # kept by one metastep's unroll
     unroll_mb = images * net.activations((3, 32, 32), meta["width"]) * net.unroll_bytes / 2**20
-    seconds = meta["metasteps"] * images * net.macs((3, 32, 32), meta["width"]) / net.macs_per_second
-    assert unroll_mb > 40_000 and int(asked["mem_mb"]) >= unroll_mb
-    assert int(asked["runtime"]) * 60 >= seconds
+    macs = meta["metasteps"] * images * net.macs((3, 32, 32), meta["width"])
+    assert asked["gpu"] == "1" and int(asked["runtime"]) * 60 >= macs / UNMEASURED_GPU_MACS_PER_S
+    cpu = canaries_job_resources(params["deep"], (32, 32, 3), "cpu")
+    assert unroll_mb > 40_000 and cpu["mem_mb"] >= unroll_mb
+    assert cpu["runtime"] * 60 >= macs / net.macs_per_second
 
 
 def test_presets_that_select_plan_nothing_of_what_they_leave_out(tmp_path):

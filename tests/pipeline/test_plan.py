@@ -38,16 +38,18 @@ def test_the_plan_counts_the_jobs_the_dry_run_counts(presets):
     assert {r.rule: r.jobs for r in rows} == job_table(out)
     assert all(j.mem_mb > 0 and j.runtime > 0 for j in jobs)
     assert {r.rule for r in rows if r.gpu} == {"features", "train_shard", "train_target", "utility", "one_run",
-                                               "deep_audit", "deep_pretrain"} & {r.rule for r in rows}
+                                               "deep_audit", "deep_canaries", "deep_pretrain"} & {r.rule for r in rows}
     for r in rows:      # the hours are the requests summed: GPU jobs in GPU-hours, local rules reserve none
         js = [j for j in jobs if j.rule == r.rule]
         expect = sum(j.runtime * (j.gpu or j.threads) for j in js) / 60
         assert (r.cpu_hours + r.gpu_hours) == pytest.approx(0 if r.local else expect)
         assert r.mem_mb == max(j.mem_mb for j in js)
-    # the rules with a cost model publish what it expects (no margin), below what they reserve
+        if r.out_mb is not None:
+            assert r.out_mb == pytest.approx(sum(j.out_kb for j in js) / 1024)
+    # every cluster rule but split (seconds: one archive read and split) has a cost model and
+    # publishes what it expects (no margin), below what it reserves
     modelled = {r.rule: r for r in rows if r.expected_hours is not None}
-    assert set(modelled) == {"train_shard", "train_target", "utility", "deep_audit", "deep_canaries",
-                             "deep_pretrain"} & {r.rule for r in rows}
+    assert set(modelled) == {r.rule for r in rows if not r.local} - {"split"}
     assert all(r.expected_hours <= r.cpu_hours + r.gpu_hours for r in modelled.values())
 
 

@@ -210,6 +210,23 @@ def test_optimisation_is_deterministic_and_stays_in_the_box(shape, m):
     assert g1 == proxy_loss_gap(a.x, y, bx, by, classes=4, proxy=proxy, seed=1, inside=inside)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
+@pytest.mark.parametrize("network", ["cnn", "resnet-9"])
+def test_a_gpu_optimises_as_the_cpu_does(network):
+    """On a GPU (deep_canaries with natural.device cuda) the same draws train the same proxies:
+    each metastep's objective equals the CPU's to float rounding, the canaries come back on the
+    CPU, in the box, and the inputs stay where they were."""
+    x, y = _images(6, (3, 32, 32), 4, 2)
+    bx, by = _images(40, (3, 32, 32), 4, 3)
+    kw = dict(classes=4, metasteps=2, canary_lr=0.01, proxy=Proxy(width=4, steps=4, batch=8, base=32,
+                                                                  network=network), seed=11)
+    cpu = optimise_canaries(x, y, bx, by, **kw)
+    gpu = optimise_canaries(x, y, bx, by, **kw, device="cuda")
+    assert gpu.x.device.type == "cpu" and gpu.y.device.type == "cpu" and x.device.type == "cpu"
+    assert np.allclose(cpu.objective, gpu.objective, rtol=1e-3, atol=1e-5)
+    assert float(gpu.x.min()) >= 0.0 and float(gpu.x.max()) <= 1.0 and torch.equal(gpu.y, cpu.y)
+
+
 def _bad_inputs():
     x, y = _images(4, (1, 16, 16), 3, 0)
     bx, by = _images(20, (1, 16, 16), 3, 1)

@@ -19,7 +19,8 @@ import pytest
 from conftest import workflow_copy
 
 SNAKEMAKE = Path(sys.executable).parent / "snakemake"
-GPU_RULES = {"features", "train_target", "train_shard", "utility", "one_run", "deep_pretrain", "deep_audit"}
+GPU_RULES = {"features", "train_target", "train_shard", "utility", "one_run", "deep_canaries", "deep_pretrain",
+             "deep_audit"}
 RULE = re.compile(r"^\s*rule (\w+):")
 RESOURCES = re.compile(r"^\s*resources: (.*)")
 

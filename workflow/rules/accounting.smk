@@ -14,9 +14,10 @@ rule calibrate_s1:
         delta=config["delta"],
     log:
         "logs/accounting/s1/q{q}.log",
+    benchmark:
+        "logs/benchmarks/accounting/s1/q{q}.tsv"
     resources:
-        mem_mb=2000,
-        runtime=30,
+        **requests(s1_calibration_request),
     conda:
         "../envs/subaudit.yaml"
     script:
@@ -36,10 +37,11 @@ rule calibrate_natural:
         delta=config["delta"],
     log:
         "logs/accounting/natural/{key}.log",
+    benchmark:
+        "logs/benchmarks/accounting/natural/{key}.tsv"
     priority: UNLOCKS
     resources:
-        mem_mb=2000,
-        runtime=30,
+        **requests(natural_calibration_request),
     conda:
         "../envs/subaudit.yaml"
     script:
@@ -57,9 +59,10 @@ rule ratio_grid_row:
         delta=config["delta"],
     log:
         "logs/accounting/ratio_grid/q{q}.log",
+    benchmark:
+        "logs/benchmarks/accounting/ratio_grid/q{q}.tsv"
     resources:
-        mem_mb=2000,
-        runtime=30,
+        **requests(grid_row_request),
     conda:
         "../envs/subaudit.yaml"
     script:

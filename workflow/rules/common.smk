@@ -5,15 +5,16 @@
 # knob("name") or seed("purpose"): one value each, so rerun detection stays exact.
 
 import functools
+import math
 
 from subaudit.data import own_features
-from subaudit.pipeline.costs import training_job_resources
+from subaudit.pipeline import costs
 from subaudit.pipeline import settings as S
 from subaudit.reporting.figure_registry import experiment_figure, figures_for
 from subaudit.data import SOURCES
 from subaudit.estimation import ESTIMATORS
 from subaudit.scenarios.one_run import CANARY_KINDS
-from subaudit.scenarios.deep import DEEP_KINDS, audit_job_resources, case_audits, case_setting, case_training, crafting_job_resources, group_canaries, pretrain_job_resources
+from subaudit.scenarios.deep import DEEP_KINDS, audit_job_resources, case_audits, case_setting, case_training, canaries_job_resources, group_canaries, pretrain_job_resources
 from subaudit.scenarios import SCENARIOS
 from subaudit.schedule import checkpoints
 from subaudit.pipeline.prefetch import downloads
@@ -157,16 +158,86 @@ def model_sizes(exp):
     return S.model_sizes(EXPERIMENTS[exp])
 
 
-def training_request(resource, runs):
-    """A resources: entry of a training job (subaudit.pipeline.costs): ``runs(wc)`` runs of the
-    job's setting on natural.device, within natural.memory_mb."""
+def requests(model):
+    """resources: entries from a job's cost model (subaudit.pipeline.costs): its memory, runtime,
+    expected seconds and output size; ``model`` is a function of the job's wildcards, or the
+    requests themselves."""
+    get = model if callable(model) else (lambda wc: model)
+    return {key: (lambda wc, key=key: get(wc)[key]) for key in ("mem_mb", "runtime", "expected_s", "out_kb")}
+
+
+def split_records(exp):
+    """Records of an experiment's split (train, aux, test): what its features job reads."""
+    e = EXPERIMENTS[exp]
+    return int(e["n_train"]) + int(e["n_aux"]) + int(e["n_test"])
+
+
+def feature_values(exp):
+    """Values of an experiment's features file (its split's records x the model's inputs)."""
+    return split_records(exp) * model_sizes(exp)[0]
+
+
+def checkpoint_scores(wc, v):
+    """A run's scores in a training job: one at every checkpoint of its setting ``v``."""
+    return len(checkpoints(int(v["steps"]), int(v.get("every", v["steps"]))))
+
+
+def training_request(runs, records=lambda wc, v: int(v["n_train"]), scores=checkpoint_scores):
+    """A training job's cost model (subaudit.pipeline.costs): ``runs(wc)`` runs of the job's
+    setting (on ``records`` records) on natural.device, within natural.memory_mb, ``scores`` a run."""
 
     def request(wc):
         v = values(wc)
-        return training_job_resources(model_sizes(wc.exp), int(v["n_train"]), float(v["q"]), runs(wc),
-                                      int(v["steps"]), NAT["device"], NAT["memory_mb"])[resource]
+        return costs.training_job_resources(model_sizes(wc.exp), records(wc, v), float(v["q"]), runs(wc),
+                                            int(v["steps"]), NAT["device"], NAT["memory_mb"], scores(wc, v))
 
     return request
+
+
+def reference_request(wc):
+    """The reference model's requests (subaudit.pipeline.costs.reference_job_resources)."""
+    v = values(wc)
+    return costs.reference_job_resources(model_sizes(wc.exp), int(v["n_train"]), float(v.get("q", 1.0)),
+                                         int(v["steps"]), feature_values(wc.exp))
+
+
+def craft_request(wc):
+    """A scenario's crafting requests: its registered crafting work (none: seconds)."""
+    v, scenario = values(wc), SCENARIOS[wc.scenario]
+    sizes, n = model_sizes(wc.exp), int(v["n_train"])
+    work = (scenario.crafting_work(crafting_options(wc.exp, wc.scenario), int(v["steps"]), n, sizes)
+            if scenario.crafting_work else (0.0, 0.0))
+    return costs.craft_job_resources(work, sizes, n, feature_values(wc.exp))
+
+
+def features_request(wc):
+    """A features job's requests: its split's records through the backbone on natural.device."""
+    e = EXPERIMENTS[wc.exp]
+    src = SOURCES[e["source"]]
+    per_record = src.width or math.prod(src.shape or (64,))   # text: a sentence's tokens
+    return costs.features_job_resources(e.get("backbone", "none"), split_records(wc.exp),
+                                        int(e.get("resolution", 224)), NAT["device"], per_record)
+
+
+def s1_request(wc):
+    """The S1 simulations of one q (subaudit.pipeline.costs.simulate_s1_job_resources)."""
+    return costs.simulate_s1_job_resources(len(s1_values(wc.q)), S1["runs_per_world"], S1_CHECKPOINTS)
+
+
+def s1_calibration_request(wc):
+    """Per target: sigma, then eps_S, eps_AR and group epsilon at it."""
+    return costs.accounting_job_resources(len(S1["target_epsilons"]), 3 * len(S1["target_epsilons"]))
+
+
+def natural_calibration_request(wc):
+    """Sigma, then eps_S and eps_AR at every checkpoint."""
+    v = values(wc)
+    return costs.accounting_job_resources(1, 2 * len(checkpoints(v["steps"], v["every"])))
+
+
+def grid_row_request(wc):
+    """eps_S and eps_AR at every noise multiplier."""
+    return costs.accounting_job_resources(0, 2 * len(GRID["noise_multipliers"]))
 
 
 def shard_runs(wc):

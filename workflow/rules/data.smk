@@ -68,8 +68,7 @@ rule features:
         "logs/benchmarks/data/features_{exp}.tsv"
     priority: UNLOCKS
     resources:
-        mem_mb=6000,
-        runtime=120,
+        **requests(features_request),
         gpu=GPUS,
     conda:
         "../envs/subaudit.yaml"

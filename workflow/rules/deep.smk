@@ -22,7 +22,7 @@ if DEEP["source"] is not None:  # null: no deep-network audits
     DEEP_GROUPS = list(dict.fromkeys(group for _, _, group, _ in DEEP_TRAININGS))
     DEEP_AUDIT_RESOURCES = {case: audit_job_resources(DEEP, case, NAT["device"], SOURCES[DEEP["source"]].shape)
                             for case in DEEP["cases"]}   # runtime and memory from the setting
-    DEEP_CRAFTING_RESOURCES = crafting_job_resources(DEEP, SOURCES[DEEP["source"]].shape)
+    DEEP_CANARIES_RESOURCES = canaries_job_resources(DEEP, SOURCES[DEEP["source"]].shape, NAT["device"])
     DEEP_PRETRAIN_RESOURCES = pretrain_job_resources(DEEP, NAT["device"], SOURCES[DEEP["source"]].shape)
     DEEP_AUDITS = [f"results/deep/audits/{case}_{game}_{group}_{repeat}.npz"
                    for case, game, group, repeat in DEEP_TRAININGS]
@@ -42,12 +42,14 @@ if DEEP["source"] is not None:  # null: no deep-network audits
             canaries=DEEP["canaries"],
             kinds=DEEP_INPUT_KINDS,
             metagradient=DEEP["metagradient"] if "metagradient" in DEEP["kinds"] else None,
+            device=NAT["device"],
             seed=DEEP_SEED,
-        # Its optimisation runs CANARY_THREADS (2) torch threads whatever it is given, for its bits
-        # (subaudit.integrations.deep). Asking for two cores keeps the deep phase after the
-        # natural one: with one core the deep audits ran beside the training shards and both
-        # slowed (default run: 1,806 instead of 1,656 job-seconds). It crafts on the CPU; its
-        # memory holds the proxy's whole unroll (the paper preset's ResNet-9: about 52 GB).
+        # On the CPU its optimisation runs CANARY_THREADS (2) torch threads whatever it is given,
+        # for its bits (subaudit.integrations.deep). Asking for two cores keeps the deep phase after
+        # the natural one: with one core the deep audits ran beside the training shards and both
+        # slowed (default run: 1,806 instead of 1,656 job-seconds). Its memory (the host's on the
+        # CPU, the GPU's on a GPU) holds the proxy's whole unroll (the paper preset's ResNet-9:
+        # about 52 GB).
         threads: 2
         priority: UNLOCKS
         log:
@@ -55,9 +57,8 @@ if DEEP["source"] is not None:  # null: no deep-network audits
         benchmark:
             "logs/benchmarks/deep/canaries.tsv"
         resources:
-            mem_mb=DEEP_CRAFTING_RESOURCES["mem_mb"],
-            runtime=DEEP_CRAFTING_RESOURCES["runtime"],
-            expected_s=DEEP_CRAFTING_RESOURCES["expected_s"],
+            **requests(DEEP_CANARIES_RESOURCES),
+            gpu=GPUS,
         conda:
             "../envs/subaudit.yaml"
         script:
@@ -84,9 +85,7 @@ if DEEP["source"] is not None:  # null: no deep-network audits
         benchmark:
             "logs/benchmarks/deep/pretrain.tsv"
         resources:
-            mem_mb=DEEP_PRETRAIN_RESOURCES["mem_mb"],
-            runtime=DEEP_PRETRAIN_RESOURCES["runtime"],
-            expected_s=DEEP_PRETRAIN_RESOURCES["expected_s"],
+            **requests(DEEP_PRETRAIN_RESOURCES),
             gpu=GPUS,
         conda:
             "../envs/subaudit.yaml"
@@ -127,9 +126,7 @@ if DEEP["source"] is not None:  # null: no deep-network audits
         benchmark:
             "logs/benchmarks/deep/audit_{case}_{game}_{group}_{repeat}.tsv"
         resources:
-            mem_mb=lambda wc: DEEP_AUDIT_RESOURCES[wc.case]["mem_mb"],
-            runtime=lambda wc: DEEP_AUDIT_RESOURCES[wc.case]["runtime"],
-            expected_s=lambda wc: DEEP_AUDIT_RESOURCES[wc.case]["expected_s"],
+            **requests(lambda wc: DEEP_AUDIT_RESOURCES[wc.case]),
             gpu=GPUS,
         conda:
             "../envs/subaudit.yaml"

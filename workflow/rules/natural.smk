@@ -31,8 +31,7 @@ rule reference:
         "logs/benchmarks/natural/{exp}/reference_{key}.tsv"
     priority: UNLOCKS
     resources:
-        mem_mb=4000,
-        runtime=30,
+        **requests(reference_request),
     conda:
         "../envs/subaudit.yaml"
     script:
@@ -60,8 +59,7 @@ rule craft:
         "logs/benchmarks/natural/{exp}/craft_{scenario}_{key}.tsv"
     priority: UNLOCKS
     resources:
-        mem_mb=4000,
-        runtime=30,
+        **requests(craft_request),
     conda:
         "../envs/subaudit.yaml"
     script:
@@ -97,9 +95,7 @@ rule train_target:
     benchmark:
         "logs/benchmarks/natural/{exp}/train_target_{key}_runs{lo}-{hi}.tsv"
     resources:
-        mem_mb=training_request("mem_mb", shard_runs),
-        runtime=training_request("runtime", shard_runs),
-        expected_s=training_request("expected_s", shard_runs),
+        **requests(training_request(shard_runs)),
         gpu=GPUS,
     conda:
         "../envs/subaudit.yaml"
@@ -136,9 +132,7 @@ rule train_shard:
     benchmark:
         "logs/benchmarks/natural/{exp}/train_{scenario}_{key}_runs{lo}-{hi}.tsv"
     resources:
-        mem_mb=training_request("mem_mb", shard_runs),
-        runtime=training_request("runtime", shard_runs),
-        expected_s=training_request("expected_s", shard_runs),
+        **requests(training_request(shard_runs)),
         gpu=GPUS,
     conda:
         "../envs/subaudit.yaml"
@@ -197,9 +191,7 @@ rule utility:
     benchmark:
         "logs/benchmarks/natural/{exp}/utility_{scenario}_{key}.tsv"
     resources:
-        mem_mb=training_request("mem_mb", lambda wc: 2 * NAT["utility_runs"]),
-        runtime=training_request("runtime", lambda wc: 2 * NAT["utility_runs"]),
-        expected_s=training_request("expected_s", lambda wc: 2 * NAT["utility_runs"]),
+        **requests(training_request(lambda wc: 2 * NAT["utility_runs"])),
         gpu=GPUS,
     conda:
         "../envs/subaudit.yaml"

@@ -7,6 +7,12 @@ localrules:
     one_run_figure,
 
 
+# A job's trainings for its requests: repeats, each on the training set and the m canaries, with
+# both members of each pair scored.
+ONE_RUN_TRAINING = (lambda wc: ONE["repeats"], lambda wc, v: int(v["n_train"]) + ONE["canaries"],
+                    lambda wc, v: 2 * ONE["canaries"])
+
+
 rule one_run:
     """repeats independent one-run audits of one canary kind at one setting: each a single
     DP training holding one member of each of m canary pairs."""
@@ -40,8 +46,7 @@ rule one_run:
     benchmark:
         "logs/benchmarks/one_run/{exp}/{kind}_{key}.tsv"
     resources:
-        mem_mb=3000,
-        runtime=60,
+        **requests(training_request(*ONE_RUN_TRAINING)),
         gpu=GPUS,
     conda:
         "../envs/subaudit.yaml"

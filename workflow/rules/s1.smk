@@ -25,8 +25,7 @@ rule simulate_s1:
     benchmark:
         "logs/benchmarks/s1/simulate_q{q}.tsv"
     resources:
-        mem_mb=4000,
-        runtime=30,
+        **requests(s1_request),
     conda:
         "../envs/subaudit.yaml"
     script:

@@ -104,11 +104,12 @@ canaries of a job given two."""
 
 
 def make_canaries(data: DeepData, kinds: Sequence[str], count: int, *, seed: int,
-                  metagradient: Mapping[str, Any] | None = None, progress: bool = False) -> dict[str, Pairs]:
+                  metagradient: Mapping[str, Any] | None = None, progress: bool = False,
+                  device: str = "cpu") -> dict[str, Pairs]:
     """Each input kind's ``count`` pairs, from its own block of ``2 count`` pool images (the
-    kinds share no image); optimised kinds (``DeepKind.optimised``) optimise with the options
-    ``metagradient`` against the images its ``base_from`` names: ``"public"`` (the public
-    images) or ``"train"`` (the audited training's own non-canary records, as the paper)."""
+    kinds share no image); optimised kinds (``DeepKind.optimised``) optimise on ``device`` with
+    the options ``metagradient`` against the images its ``base_from`` names: ``"public"`` (the
+    public images) or ``"train"`` (the audited training's own non-canary records, as the paper)."""
     pool_x, pool_y = data.pool
     need = 2 * check_count(count, "canaries")
     if need * len(kinds) > len(pool_y):
@@ -118,7 +119,7 @@ def make_canaries(data: DeepData, kinds: Sequence[str], count: int, *, seed: int
         block = slice(k * need, (k + 1) * need)
         optimised = getattr(DEEP_KINDS.get(kind), "optimised", False)
         extra = {"base": _proxy_records(data, metagradient), "options": metagradient,
-                 "progress": progress} if optimised else {}
+                 "progress": progress, "device": device} if optimised else {}
         with fixed_threads(CANARY_THREADS) if optimised else contextlib.nullcontext():
             out[kind] = make_pairs(kind, pool_x[block], pool_y[block], count, classes=data.classes,
                                    seed=derive_seed(seed, "deep-kind", kind), **extra)

@@ -1,27 +1,39 @@
-"""What the batched engine's DP training costs, for the requests of the jobs that run it
-(importable without torch: the workflow reads it while Snakemake parses).
+"""What each computing job of the workflow costs, for its SLURM requests (importable without
+torch: the workflow reads it while Snakemake parses). Every model gives the job's modelled
+seconds on its device, its memory and its output from its setting and per-unit costs measured
+on a named machine; :func:`subaudit.job_requests.job_request` turns them into requests (a
+``runtime`` with its margin, the estimate itself as ``expected_s``, ``out_kb``). The
+deep-network jobs' models live with their networks (:mod:`subaudit.scenarios.deep`).
 
-A training job (``train_shard``, ``train_target``, ``utility``) trains ``runs`` models of layer
-``sizes`` for ``steps`` steps each, a Poisson batch of expected size ``q x records`` a step. Its
-time is modelled per model-step (one run's step): a fixed cost per layer (sampling, noise,
-bookkeeping), plus a cost per example and parameter of the expected batch (the per-example
-products and their clipping), with per-unit costs measured by device kind
-(:data:`ENGINE_COSTS`). :func:`training_job_resources` turns that into a SLURM ``runtime``:
-the estimate :data:`RUNTIME_MARGIN` times over plus :data:`RUNTIME_FIXED_MIN` (loading,
-scoring; machines of one kind differ by up to 2x); its memory is the engine's budget
+Training (``train_shard``, ``train_target``, ``utility``, ``one_run``, and the non-private
+``reference``): a job trains ``runs`` models of layer ``sizes`` for ``steps`` steps each, a
+Poisson batch of expected size ``q x records`` a step. Its time is modelled per model-step (one
+run's step): a fixed cost per layer (sampling, noise, bookkeeping), plus a cost per example and
+parameter of the expected batch (the per-example products and their clipping), with per-unit
+costs measured by device kind (:data:`ENGINE_COSTS`); its memory is the engine's budget
 (``natural.memory_mb``, which the engine keeps to) and the process's own.
+
+Features (``features``): the backbone's multiply-accumulates per record at the measured rate
+(:class:`subaudit.data.backbones.Backbone`). Crafting (``craft``): the model-steps a scenario's
+crafting trains (:attr:`subaudit.scenarios.Scenario.crafting_work`; most scenarios craft in
+seconds). S1 (``simulate_s1``): its runs' paths, at a measured rate per run and step.
+Accounting (calibrations, the ratio grid): accountant evaluations at a measured rate.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from subaudit.data.backbones import BACKBONES
+from subaudit.job_requests import UNMEASURED_GPU_MACS_PER_S, job_request
 from subaudit.validation import check_choice
 
-__all__ = ["ENGINE_COSTS", "EngineCost", "PROCESS_MEMORY_MB", "RUNTIME_FIXED_MIN", "RUNTIME_MARGIN",
-           "model_parameters", "model_step_seconds", "training_job_resources"]
+__all__ = ["ACCOUNTANT_EVALUATION_S", "CALIBRATION_EVALUATIONS", "ENGINE_COSTS", "FORWARD_BATCH",
+           "FORWARD_VALUES_PER_INPUT", "PROCESS_MEMORY_MB", "S1_RUN_STEP_S",
+           "EngineCost", "accounting_job_resources", "craft_job_resources", "features_job_resources",
+           "model_parameters", "model_step_seconds", "reference_job_resources", "scores_bytes",
+           "simulate_s1_job_resources", "training_job_resources"]
 
 
 @dataclass(frozen=True)
@@ -45,8 +57,6 @@ ENGINE_COSTS: dict[str, EngineCost] = {
                        "head at q = 1/16 of 500 records (the layer cost), 5.4k for the 600-128-100 MLP "
                        "(DP-Adam) at q = 0.25 of 5,000"),
 }
-#: Margin of a job's time limit over its estimate, and the minutes it spends besides training.
-RUNTIME_MARGIN, RUNTIME_FIXED_MIN = 3.0, 10
 #: Memory of a training process besides the engine's budget (Python, torch, the features).
 PROCESS_MEMORY_MB = 2000
 
@@ -63,13 +73,102 @@ def model_step_seconds(sizes: Sequence[int], batch: float, device: str) -> float
     return (len(sizes) - 1) * cost.layer_step_s + cost.example_parameter_s * batch * model_parameters(sizes)
 
 
+def scores_bytes(runs: int, scores_per_run: int) -> int:
+    """A score file's bytes: each run's index, bit and ``scores_per_run`` float64 scores."""
+    return runs * (8 * scores_per_run + 9)
+
+
 def training_job_resources(sizes: Sequence[int], records: int, q: float, runs: int, steps: int,
-                           device: str, memory_mb: int) -> dict[str, int]:
+                           device: str, memory_mb: int, scores_per_run: int = 1) -> dict[str, int]:
     """``runtime`` (minutes) and ``mem_mb`` of a job that trains ``runs`` models of ``sizes`` for
     ``steps`` steps on ``records`` records at sample rate ``q`` (plus one canary) on ``device``
     (cpu, cuda or auto: auto asks for a GPU, so it is costed as one) within the engine's
-    ``memory_mb``; ``expected_s``: the modelled seconds of the training, no margin."""
+    ``memory_mb``; ``expected_s``: the modelled seconds of the training, no margin; ``out_kb``:
+    ``scores_per_run`` scores of each run."""
     check_choice(device, "device", ("cpu", "cuda", "auto"))
-    seconds = runs * steps * model_step_seconds(sizes, q * records + 1, device)
-    return {"runtime": RUNTIME_FIXED_MIN + math.ceil(RUNTIME_MARGIN * seconds / 60),
-            "mem_mb": int(memory_mb) + PROCESS_MEMORY_MB, "expected_s": math.ceil(seconds)}
+    return job_request(runs * steps * model_step_seconds(sizes, q * records + 1, device),
+                       int(memory_mb) + PROCESS_MEMORY_MB, scores_bytes(runs, scores_per_run))
+
+
+def _values_mb(values: float) -> float:
+    """MB of ``values`` float32 numbers."""
+    return 4 * values / 2**20
+
+
+def reference_job_resources(sizes: Sequence[int], records: int, q: float, steps: int,
+                            feature_values: int) -> dict[str, int]:
+    """The non-private reference model (``reference``, on the CPU): one training of ``steps``
+    steps at sample rate ``q`` (1: full batch) at the engine's per-unit costs (a non-private step
+    computes no per-example gradients, so this bounds it), holding the features file's
+    ``feature_values`` twice (read, and as tensors) besides the process; it writes the model."""
+    return job_request(steps * model_step_seconds(sizes, q * records + 1, "cpu"),
+                       PROCESS_MEMORY_MB + 2 * _values_mb(feature_values), 4 * model_parameters(sizes))
+
+
+#: Records a features job passes through its backbone at once, and float32 values of working
+#: memory (activations) per input value of such a batch.
+FORWARD_BATCH, FORWARD_VALUES_PER_INPUT = 64, 16
+
+
+def features_job_resources(backbone: str, records: int, resolution: int, device: str,
+                           record_values: int) -> dict[str, int]:
+    """Feature extraction of ``records`` records (``features``) by ``backbone`` (``"none"``:
+    the values pass through) at ``resolution`` pixels (images) on ``device``: each record's
+    multiply-accumulates (:meth:`~subaudit.data.backbones.Backbone.macs_at`) at the backbone's
+    measured CPU rate (one thread, as the job has) or, on a GPU, the assumed
+    :data:`~subaudit.job_requests.UNMEASURED_GPU_MACS_PER_S`; memory:
+    the weights, the records (``record_values`` each as read) and their features twice, and a
+    batch's activations, besides the process; it writes the features (float32)."""
+    check_choice(device, "device", ("cpu", "cuda", "auto"))
+    if backbone == "none":
+        return job_request(0.0, PROCESS_MEMORY_MB + 2 * _values_mb(records * record_values),
+                           4 * records * record_values)
+    bb = BACKBONES[backbone]
+    rate = bb.cpu_macs_per_s if device == "cpu" else UNMEASURED_GPU_MACS_PER_S
+    held = 2 * (bb.parameters + records * (bb.dim + record_values))
+    working = FORWARD_BATCH * FORWARD_VALUES_PER_INPUT * bb.input_values(resolution)
+    return job_request(records * bb.macs_at(resolution) / rate, PROCESS_MEMORY_MB + _values_mb(held + working),
+                       4 * records * bb.dim)
+
+
+def craft_job_resources(work: tuple[float, float], sizes: Sequence[int], records: int,
+                        feature_values: int) -> dict[str, int]:
+    """A scenario's crafting (``craft``, on the CPU) from its ``work`` (model-steps over all
+    ``records`` of the model of ``sizes``, and bytes of autograd graph kept at once;
+    :attr:`subaudit.scenarios.Scenario.crafting_work`), at the engine's CPU per-unit costs;
+    memory: the graph and the features file's ``feature_values`` twice, besides the process; it
+    writes a pair of records."""
+    model_steps, graph_bytes = work
+    return job_request(model_steps * model_step_seconds(sizes, records + 1, "cpu"),
+                       PROCESS_MEMORY_MB + graph_bytes / 2**20 + 2 * _values_mb(feature_values), 8 * sizes[0])
+
+
+#: Seconds of one accountant evaluation (an epsilon at one sigma, q and T, either adjacency), and
+#: the evaluations a calibration's root search takes at most. Measured (2026-11-29, same VM):
+#: calibrations 0.3-2.0 s, and 20 checkpoints' eps_S and eps_AR 1.6-7.4 s, at T = 100-2,500.
+ACCOUNTANT_EVALUATION_S, CALIBRATION_EVALUATIONS = 0.4, 40
+
+
+def accounting_job_resources(calibrations: int, evaluations: int) -> dict[str, int]:
+    """An accounting job (``calibrate_s1``, ``calibrate_natural``, ``ratio_grid_row``):
+    ``calibrations`` root searches for sigma and ``evaluations`` more accountant evaluations, at
+    :data:`ACCOUNTANT_EVALUATION_S` each; the process's memory."""
+    seconds = ACCOUNTANT_EVALUATION_S * (calibrations * CALIBRATION_EVALUATIONS + evaluations)
+    return job_request(seconds, PROCESS_MEMORY_MB)
+
+
+#: Seconds per run and step of the S1 simulation (its paths and, at each checkpoint t, a
+#: log-sum-exp over t + 1 terms): 6.4e-8 and 7.4e-8 measured at R = 25,000, T = 500, q = 0.25
+#: and 0.0625, one thread of a 2-core x86-64 VM (Intel Xeon, AVX-512, 2026-11-29).
+S1_RUN_STEP_S = 8e-8
+
+
+def simulate_s1_job_resources(audits: int, runs_per_world: int, checkpoints: Sequence[int]) -> dict[str, int]:
+    """``simulate_s1``: ``audits`` simulations (targets x repeats) of 2 x ``runs_per_world`` runs,
+    each costing the sum of its checkpoints in run-steps at :data:`S1_RUN_STEP_S`; memory: every
+    run's score at every checkpoint (float64) and the paths, besides the process; it writes those
+    scores."""
+    runs = 2 * runs_per_world
+    seconds = audits * runs * sum(int(t) for t in checkpoints) * S1_RUN_STEP_S
+    return job_request(seconds, PROCESS_MEMORY_MB + 8 * runs * (audits * len(checkpoints) + 4) / 2**20,
+                       audits * scores_bytes(runs, len(checkpoints)))

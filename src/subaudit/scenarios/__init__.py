@@ -99,6 +99,10 @@ class Scenario:
     options: tuple[str, ...] = ()
     noisy: bool = False
     shares_target: bool = False
+    #: What crafting trains, for the ``craft`` job's requests (:mod:`subaudit.pipeline.costs`):
+    #: ``(options, steps, records, sizes)`` -> (model-steps over all ``records`` of the model of
+    #: layer ``sizes``, bytes of autograd graph held at once); None: crafting takes seconds.
+    crafting_work: Callable[[Mapping[str, Any], int, int, Sequence[int]], tuple[float, float]] | None = None
 
     def __post_init__(self) -> None:
         assert self.per_q or not self.noisy, "a scenario crafted against the noise is crafted per q"

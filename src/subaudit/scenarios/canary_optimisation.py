@@ -245,7 +245,7 @@ class ProxyNetwork:
     its parameter tensors (requiring grad), ``forward(params, x)`` its logits for images ``x``
     (B, C, H, W) in [0, 1]; ``min_side`` is the smallest image side it takes; ``describe(width)``
     names the architecture.  What crafting through it costs (the workflow's job resources,
-    :func:`subaudit.scenarios.deep.crafting_job_resources`): ``activations(shape, width)`` and
+    :func:`subaudit.scenarios.deep.canaries_job_resources`): ``activations(shape, width)`` and
     ``macs(shape, width)``, the values its forward makes and its multiply-accumulates per image,
     ``unroll_bytes``, the memory an inner step of the kept unroll holds per activation value
     (measured: the forward's outputs, their normalised and rectified copies and the graph the
@@ -309,6 +309,8 @@ def _train(x_in: torch.Tensor, y_in: torch.Tensor, base_x: torch.Tensor, base_y:
     pool_y = torch.cat([base_y[base_t], y_in])
     gen = torch.Generator().manual_seed(derive_seed(seed, "proxy-init", key))
     params = proxy.net.init(tuple(x_in.shape[1:]), classes, proxy.width, gen, x_in.dtype)
+    if x_in.device.type != "cpu":       # drawn on the CPU from the seed, trained where the records are
+        params = [p.detach().to(x_in.device).requires_grad_(True) for p in params]
     with torch.enable_grad():
         for idx in torch.from_numpy(order):
             loss = F.cross_entropy(proxy.net.forward(params, pool_x[idx]), pool_y[idx])
@@ -395,7 +397,7 @@ def surrogate_objective(x: torch.Tensor, y: torch.Tensor, base_x: torch.Tensor, 
                     key=step, graph=True)
     with torch.enable_grad():
         losses = F.cross_entropy(proxy.net.forward(params, x), y, reduction="none")
-        sign = inside.to(x.dtype) * 2 - 1
+        sign = inside.to(device=x.device, dtype=x.dtype) * 2 - 1
         return (sign * losses).mean()
 
 
@@ -415,13 +417,14 @@ def metagradient(x: torch.Tensor, y: torch.Tensor, base_x: torch.Tensor, base_y:
 
 def optimise_canaries(x: torch.Tensor, y: torch.Tensor, base_x: torch.Tensor, base_y: torch.Tensor, *,
                       classes: int, metasteps: int, canary_lr: float, proxy: Proxy = Proxy(), seed: int,
-                      momentum: float = 0.9, progress: bool = False) -> OptimisedCanaries:
+                      momentum: float = 0.9, progress: bool = False, device: str = "cpu") -> OptimisedCanaries:
     """Algorithm 5: ``metasteps`` signed metagradient steps of size ``canary_lr`` on the pixels
     of the canaries (x (m, C, H, W) in [0, 1], y (m,)), starting from ``x``, each on a fresh
     split, base subset, order and initialisation (:func:`metagradient` with ``step`` = t):
     ``v <- momentum v + grad``, ``x <- clamp(x - canary_lr sign(v), 0, 1)``; float32
     throughout.  ``base_x``/``base_y`` are the non-canary records the proxy trains on
-    (``proxy.base`` of them drawn per metastep)."""
+    (``proxy.base`` of them drawn per metastep). ``device``: where the proxies train (the
+    draws stay the CPU's; a GPU gives other bits); the canaries come back on the CPU."""
     import torch
     from tqdm.auto import tqdm
 
@@ -430,8 +433,9 @@ def optimise_canaries(x: torch.Tensor, y: torch.Tensor, base_x: torch.Tensor, ba
     canary_lr = check_positive(canary_lr, "canary_lr")
     if isinstance(momentum, bool) or not isinstance(momentum, (int, float)) or not 0.0 <= momentum < 1.0:
         raise ParameterError("momentum", momentum, "a number in [0, 1)")
-    current = x.detach().to(torch.float32).clone()
-    base_x = base_x.detach().to(torch.float32)
+    current = x.detach().to(device=device, dtype=torch.float32).clone()
+    base_x = base_x.detach().to(device=device, dtype=torch.float32)
+    y, base_y = y.to(device), base_y.to(device)
     velocity = torch.zeros_like(current)
     history = []
     bar = tqdm(range(metasteps), desc="canary metasteps", unit="metastep", disable=not progress)
@@ -441,7 +445,7 @@ def optimise_canaries(x: torch.Tensor, y: torch.Tensor, base_x: torch.Tensor, ba
         current = (current - canary_lr * torch.sign(velocity)).clamp_(0.0, 1.0)
         history.append(phi)
         bar.set_postfix(phi=f"{phi:.3f}")
-    return OptimisedCanaries(current, y.detach().long().clone(), tuple(history))
+    return OptimisedCanaries(current.cpu(), y.detach().long().cpu().clone(), tuple(history))
 
 
 def proxy_loss_gap(x: torch.Tensor, y: torch.Tensor, base_x: torch.Tensor, base_y: torch.Tensor, *,

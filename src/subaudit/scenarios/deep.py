@@ -33,17 +33,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from subaudit.job_requests import UNMEASURED_GPU_MACS_PER_S, job_request
 from subaudit.seeding import derive_seed
 from subaudit.validation import ParameterError, check_choice, check_count
 
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["CASES", "CASE_SELECTIONS", "DEEP_KINDS", "NETWORK_COSTS", "NETWORK_NAMES", "PRECISIONS", "PROXY_RECORDS",
-           "SCORES",
-           "TRAININGS", "TRAINING_KEYS", "DeepKind", "NetworkCost", "Pairs", "audit_job_resources", "case_audits",
-           "case_setting", "case_training", "case_trainings", "crafting_job_resources", "group_canaries", "make_pairs",
-           "pretrain_job_resources", "training_groups"]
+__all__ = ["CANARY_RECORD_BYTES", "CASE_SELECTIONS", "CASES", "DEEP_KINDS", "NETWORK_COSTS", "NETWORK_NAMES",
+           "PRECISIONS", "PROXY_RECORDS", "SCORES", "TRAINING_KEYS", "TRAININGS", "audit_job_resources",
+           "canaries_job_resources", "case_audits", "case_setting", "case_training", "case_trainings", "DeepKind",
+           "group_canaries", "make_pairs", "NetworkCost", "Pairs", "pretrain_job_resources", "training_groups"]
 
 #: Black-box scores of a canary record under the released model (higher: more likely
 #: inserted): ``"loss"`` is minus its final cross-entropy; ``"loss-drop"`` its loss at
@@ -130,29 +130,29 @@ NETWORK_COSTS: dict[str, NetworkCost] = {
                             "cuda: one H100, fp32, batch 1,024"),
 }
 NETWORK_NAMES: tuple[str, ...] = tuple(NETWORK_COSTS)
-#: Margin of an audit job's time limit over its estimate (machines of one kind differ by up
-#: to 2x), and the minutes it spends besides training (loading, scoring).
-RUNTIME_MARGIN, RUNTIME_FIXED_MIN = 3.0, 10
 #: Bytes an example of a physical batch holds per parameter on the CPU (Opacus' per-example
 #: gradient, float32, with room for the activations), and a job's memory besides.
 BYTES_PER_EXAMPLE_PARAMETER, BASE_MEMORY_MB = 12, 3_000
+#: Bytes of an audit's output per canary: its scores (loss, loss drop or update) as float64, its
+#: bit and its index.
+CANARY_RECORD_BYTES = 4 * 8 + 9
 
 
 def _training_job(deep: Mapping[str, Any], device: str, shape: tuple[int, ...], examples: int,
-                  in_memory: int) -> dict[str, int]:
+                  in_memory: int, out_bytes: float) -> dict[str, int]:
     """``runtime`` and ``mem_mb`` of a job that trains the deep phase's network on ``examples``
     images of ``shape`` on ``device``, holding ``in_memory`` of them at once: the examples at the
-    network's measured Opacus rate (scaled by the input's size) times :data:`RUNTIME_MARGIN`,
-    plus :data:`RUNTIME_FIXED_MIN`; :data:`BASE_MEMORY_MB`, and on the CPU the held images'
-    per-example gradients; and ``expected_s``, the training's seconds at that rate (no margin)."""
+    network's measured Opacus rate (scaled by the input's size), with the margin of
+    :func:`subaudit.job_requests.job_request`; :data:`BASE_MEMORY_MB`, and on the CPU the held images'
+    per-example gradients; ``expected_s``, the training's seconds at that rate (no margin); and
+    ``out_kb``, its ``out_bytes`` (:func:`subaudit.job_requests.job_request`)."""
     cost = NETWORK_COSTS[deep["network"]]
     pixels = int(np.prod(shape))
     kind = "cpu" if device == "cpu" else "cuda"
     rate = cost.rate[kind] * cost.pixels / pixels
-    runtime = RUNTIME_FIXED_MIN + int(np.ceil(RUNTIME_MARGIN * examples / rate / 60))
     per_example = BYTES_PER_EXAMPLE_PARAMETER * cost.parameters * pixels / cost.pixels
-    memory = BASE_MEMORY_MB + (int(np.ceil(in_memory * per_example / 2**20)) if kind == "cpu" else 0)
-    return {"runtime": runtime, "mem_mb": memory, "expected_s": int(np.ceil(examples / rate))}
+    held = in_memory * per_example / 2**20 if kind == "cpu" else 0
+    return job_request(examples / rate, BASE_MEMORY_MB + held, out_bytes)
 
 
 def audit_job_resources(deep: Mapping[str, Any], case: str, device: str, shape: tuple[int, ...]
@@ -161,20 +161,26 @@ def audit_job_resources(deep: Mapping[str, Any], case: str, device: str, shape: 
     ``device`` (cpu, or any other: a GPU) for images of ``shape`` (:func:`_training_job`): its
     examples (steps x batch x augmentations); on the CPU the memory of a physical batch's
     per-example gradients (``deep.physical_batch``, else the expected Poisson batch and 4
-    standard deviations, times the augmentations), on a GPU host memory for the data only."""
-    c = deep["cases"][case]
+    standard deviations, times the augmentations), on a GPU host memory for the data only; its
+    output: each canary's scores, bit and index (:data:`CANARY_RECORD_BYTES`), at most every
+    canary of the case in one training."""
+    c, sel = deep["cases"][case], case_setting(deep, case)
     views, batch = int(c.get("augmentations", 1)), int(c["batch"])
     physical = deep.get("physical_batch") or int(np.ceil(batch + 4 * np.sqrt(batch))) * views
-    return _training_job(deep, device, shape, int(c["steps"]) * batch * views, physical)
+    canaries = int(deep["canaries"]) * len([k for k in sel["kinds"] if not DEEP_KINDS[k].white_box])
+    canaries += int(sel["gradient_canaries"]) if "gradient" in sel["kinds"] else 0
+    return _training_job(deep, device, shape, int(c["steps"]) * batch * views, physical,
+                         CANARY_RECORD_BYTES * canaries)
 
 
 def pretrain_job_resources(deep: Mapping[str, Any], device: str, shape: tuple[int, ...]) -> dict[str, int]:
     """The ``runtime`` (minutes) and ``mem_mb`` of the fine-tuning case's pretraining
     (``deep_pretrain``) on ``device`` for images of ``shape`` (:func:`_training_job`): ``epochs``
     passes over the public images, a batch held at once; bounds, since a non-private step needs
-    no per-example gradients."""
+    no per-example gradients; it writes the network's parameters."""
     pre = deep["pretrain"]
-    return _training_job(deep, device, shape, int(pre["epochs"]) * int(deep["sizes"]["public"]), int(pre["batch"]))
+    return _training_job(deep, device, shape, int(pre["epochs"]) * int(deep["sizes"]["public"]), int(pre["batch"]),
+                         4 * NETWORK_COSTS[deep["network"]].parameters)
 
 
 #: Margin of the crafting job's memory over its modelled unroll (the model is within 5% at the
@@ -182,27 +188,33 @@ def pretrain_job_resources(deep: Mapping[str, Any], device: str, shape: tuple[in
 UNROLL_MEMORY_MARGIN = 1.25
 
 
-def crafting_job_resources(deep: Mapping[str, Any], shape: tuple[int, ...]) -> dict[str, int]:
-    """The ``runtime`` (minutes) and ``mem_mb`` of the job that makes the input canary kinds
-    (``deep_canaries``) for images of ``shape`` (H, W[, C]), on the CPU it crafts on: with the
-    metagradient kind, its proxy's kept unroll (``steps`` inner steps of ``batch`` images, each
-    the network's measured bytes per activation value, times :data:`UNROLL_MEMORY_MARGIN`) over
-    :data:`BASE_MEMORY_MB`, and its ``metasteps`` at the network's measured rate times
-    :data:`RUNTIME_MARGIN` plus :data:`RUNTIME_FIXED_MIN` (``expected_s``: those seconds, no
-    margin); without it, the base."""
+def canaries_job_resources(deep: Mapping[str, Any], shape: tuple[int, ...], device: str) -> dict[str, int]:
+    """The requests of the job that makes the input canary kinds (``deep_canaries``) for images
+    of ``shape`` (H, W[, C]) on ``device``: with the metagradient kind, its ``metasteps`` at the
+    proxy's measured CPU rate (on a GPU at the assumed
+    :data:`~subaudit.job_requests.UNMEASURED_GPU_MACS_PER_S`), with the margin of
+    :func:`subaudit.job_requests.job_request`, and its proxy's kept unroll (``steps`` inner steps
+    of ``batch`` images, each the network's measured bytes per activation value, times
+    :data:`UNROLL_MEMORY_MARGIN`) over :data:`BASE_MEMORY_MB` (on a GPU the unroll is the GPU's
+    memory, not the host's); without it, the base. ``out_kb``: every input kind's pairs (float32
+    images)."""
     from subaudit.scenarios.canary_optimisation import PROXY_NETWORKS
 
     meta = deep["metagradient"]
+    inputs = len([k for k in deep["kinds"] if not DEEP_KINDS[k].white_box])
+    pairs = inputs * int(deep["canaries"]) * 2 * 4 * int(np.prod(shape))
     if "metagradient" not in deep["kinds"]:
-        return {"runtime": RUNTIME_FIXED_MIN, "mem_mb": BASE_MEMORY_MB, "expected_s": 0}
+        return job_request(0.0, BASE_MEMORY_MB, pairs)
     net = PROXY_NETWORKS[meta["network"]]
     image = (shape[2] if len(shape) == 3 else 1, shape[0], shape[1])
     width, steps, batch = int(meta["width"]), int(meta["steps"]), int(meta["batch"])
     unroll = steps * batch * net.activations(image, width) * net.unroll_bytes
-    seconds = int(meta["metasteps"]) * steps * batch * net.macs(image, width) / net.macs_per_second
-    return {"runtime": RUNTIME_FIXED_MIN + int(np.ceil(RUNTIME_MARGIN * seconds / 60)),
-            "mem_mb": BASE_MEMORY_MB + int(np.ceil(UNROLL_MEMORY_MARGIN * unroll / 2**20)),
-            "expected_s": int(np.ceil(seconds))}
+    rate = net.macs_per_second if device == "cpu" else UNMEASURED_GPU_MACS_PER_S
+    seconds = int(meta["metasteps"]) * steps * batch * net.macs(image, width) / rate
+    host = UNROLL_MEMORY_MARGIN * unroll / 2**20 if device == "cpu" else 0
+    return job_request(seconds, BASE_MEMORY_MB + host, pairs)
+
+
 #: What the metagradient kind's proxy may train on (params.yaml ``deep.metagradient.base_from``):
 #: the public images, or the audited training's own non-canary records (the paper's choice).
 PROXY_RECORDS: tuple[str, ...] = ("public", "train")
@@ -257,10 +269,10 @@ def mislabeled_pairs(pool_x: torch.Tensor, pool_y: torch.Tensor, count: int, *, 
 
 def metagradient_pairs(pool_x: torch.Tensor, pool_y: torch.Tensor, count: int, *, classes: int, seed: int,
                        base: tuple[torch.Tensor, torch.Tensor], options: Mapping[str, Any],
-                       progress: bool = False, **_: Any) -> Pairs:
+                       progress: bool = False, device: str = "cpu", **_: Any) -> Pairs:
     """Mislabeled records optimised by metagradient descent through a proxy's non-private
-    training on the non-canary records ``base``; ``options``: ``metasteps``, ``canary_lr``
-    and the :class:`~subaudit.scenarios.canary_optimisation.Proxy` fields."""
+    training on the non-canary records ``base`` (on ``device``); ``options``: ``metasteps``,
+    ``canary_lr`` and the :class:`~subaudit.scenarios.canary_optimisation.Proxy` fields."""
     from subaudit.scenarios.canary_optimisation import Proxy, optimise_canaries
 
     rows = _pick(pool_x, count, seed, "metagradient")
@@ -268,7 +280,7 @@ def metagradient_pairs(pool_x: torch.Tensor, pool_y: torch.Tensor, count: int, *
     proxy = Proxy(**{k: v for k, v in options.items() if k in Proxy.__dataclass_fields__})
     out = optimise_canaries(x0, y0, base[0], base[1], classes=classes, metasteps=int(options["metasteps"]),
                             canary_lr=float(options["canary_lr"]), proxy=proxy,
-                            seed=derive_seed(seed, "metagradient"), progress=progress)
+                            seed=derive_seed(seed, "metagradient"), progress=progress, device=device)
     return _as_pairs(out.x, out.y)
 
 
@@ -276,7 +288,8 @@ def metagradient_pairs(pool_x: torch.Tensor, pool_y: torch.Tensor, count: int, *
 class DeepKind:
     """A canary kind of the deep-network audits: how its pairs are made (None: white-box);
     ``optimised``: ``make`` also takes the non-canary records to optimise against, the
-    optimisation's options and a progress switch (``base``, ``options``, ``progress``)."""
+    optimisation's options, a progress switch and the device it optimises on (``base``,
+    ``options``, ``progress``, ``device``)."""
 
     name: str
     label: str

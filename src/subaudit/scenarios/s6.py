@@ -41,7 +41,7 @@ from subaudit.scenarios import CraftInputs, Scenario
 from subaudit.validation import ParameterError, check_count, check_positive
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     import torch
 
@@ -49,9 +49,9 @@ if TYPE_CHECKING:
     from subaudit.scenarios.crafting import Crafted
     from subaudit.scenarios.domain import Domain
 
-__all__ = ["OBJECTIVES", "SCENARIO", "craft_metagradient", "engine_objective", "fresh_objective",
-           "linearised_objective", "objective", "optimise_substitute", "pair_scores", "reference_trajectory",
-           "world_params"]
+__all__ = ["METASTEP_MODEL_STEPS", "OBJECTIVES", "SCENARIO", "craft_metagradient", "crafting_work",
+           "engine_objective", "fresh_objective", "linearised_objective", "objective", "optimise_substitute",
+           "pair_scores", "reference_trajectory", "world_params"]
 
 
 #: How S6 measures distinguishability while optimising (params.yaml natural.s6_objective).
@@ -337,7 +337,31 @@ def craft(inputs: CraftInputs) -> Crafted:
                               objective_kind=o["s6_objective"], check_runs=o["s6_check_runs"])
 
 
+#: Model-steps of one crafting run's step in a metastep: D' unrolled (forward, and backward
+#: at about twice the forward), D by the engine, and the last step's check on the same draws
+#: (D' and D): 6. Measured against the default run's S6 jobs (one thread of a 2-core Intel
+#: Xeon VM, 2026-11-29: 9-61 CPU-s), the model with the engine's per-unit costs lies 1.0-2.3x
+#: above their CPU time.
+METASTEP_MODEL_STEPS = 6
+
+
+def crafting_work(options: Mapping[str, Any], steps: int, records: int,
+                  sizes: Sequence[int]) -> tuple[float, float]:
+    """What S6's crafting trains (:attr:`Scenario.crafting_work`): ``s6_metasteps`` metasteps of
+    ``s6_runs`` runs per world (:data:`METASTEP_MODEL_STEPS` each), or one reference trajectory
+    (linearised), then two pairs checked on ``s6_check_runs`` fresh runs per world; the unrolled
+    graph keeps every step's activations of every record and the parameters of each run."""
+    runs, checks, metasteps = (int(options[k]) for k in ("s6_runs", "s6_check_runs", "s6_metasteps"))
+    check = 4 * checks * steps
+    parameters = sum((a + 1) * b for a, b in zip(sizes, sizes[1:]))
+    if options["s6_objective"] == "linearised":
+        return steps + check, 4.0 * steps * parameters
+    graph = 4.0 * steps * runs * (records * sum(sizes[1:]) + parameters)
+    return metasteps * METASTEP_MODEL_STEPS * runs * steps + check, graph
+
+
 SCENARIO = Scenario(name="S6", label="metagradient substitute", color="#bcbd22", craft=craft,
                     needs_reference=True, per_q=True, removes_target=True, input_canary=True, noisy=True,
                     shares_target=True,
-                    options=("s6_metasteps", "s6_runs", "s6_lr", "s6_objective", "s6_check_runs", "input_score"))
+                    options=("s6_metasteps", "s6_runs", "s6_lr", "s6_objective", "s6_check_runs", "input_score"),
+                    crafting_work=crafting_work)
