@@ -339,9 +339,9 @@ def craft(inputs: CraftInputs) -> Crafted:
 
 #: Model-steps of one crafting run's step in a metastep: D' unrolled (forward, and backward
 #: at about twice the forward), D by the engine, and the last step's check on the same draws
-#: (D' and D): 6. Measured against the default run's S6 jobs (one thread of a 2-core Intel
-#: Xeon VM, 2026-11-29: 9-61 CPU-s), the model with the engine's per-unit costs lies 1.0-2.3x
-#: above their CPU time.
+#: (D' and D): 6. Measured against the default run's seven S6 jobs (one thread of a 2-core
+#: Intel Xeon VM, 2026-11-29: 3-61 CPU-s), the model with the engine's per-unit costs lies
+#: 1.5-6.6x above their CPU time (most at small q: it counts every record of every step).
 METASTEP_MODEL_STEPS = 6
 
 
