@@ -11,6 +11,7 @@
    accountant's epsilon of the same training under the game's adjacency.
 
 Run:  python examples/audit_opacus.py [--game substitute|membership] [--steps 150] [--json]
+What it prints, for both games: examples/output/ (docs/tutorial.md shows it).
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ def main() -> None:
     # --8<-- [end:finish]
     if args.json:
         print(json.dumps({"game": report.game, "adjacency": report.adjacency, "accountant": report.accountant,
-                          "history": report.history, "rows": list(report.rows)}))
+                          "history": report.history, "rows": list(report.rows), "text": str(report)}))
     else:
         print(report)
 

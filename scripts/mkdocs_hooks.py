@@ -17,6 +17,9 @@ Markdown rendered at build time, so these pages cannot go stale:
   each file, its number in the ICLR and the arXiv text of the paper, and its caption;
 * ``<!-- subaudit:one-run-limits -->``: the most a one-run audit of m canaries can show
   (:func:`subaudit.estimation.one_run.perfect_guess_limit` beside the procedures' caps);
+* ``<!-- subaudit:finding NAME [ARG] -->``: a finding computed from the figure CSVs of
+  ``results/figures`` (after ``make run``), else of ``reference/figures`` (:data:`FINDINGS`:
+  ``scenario S6``, ``one-run``, ``reconstruction``);
 * ``<!-- subaudit:claims -->``: the claims registry (``subaudit.reporting.claims.CLAIMS``) as
   a numbered list, the paper's and ours (beyond the paper) apart.
 
@@ -264,6 +267,112 @@ def render_job_seconds(folder: Path) -> str:
 
 
 # --------------------------------------------------------------------------------------
+# Findings: what a run's figure CSVs say, in a sentence or a small table
+# --------------------------------------------------------------------------------------
+
+#: Figure CSVs with per-step audits of the base settings: (file, experiment it shows).
+FINAL_STEP_FIGURES = ("fig3", "fig4", "figA6")
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _source(folder: Path) -> str:
+    whose = "the default run whose numbers git keeps" if folder.parent.name == "reference" else "this checkout's run"
+    return f"Generated at build time from `{folder.parent.name}/{folder.name}/` ({whose})"
+
+
+def final_step_audits(folder: Path) -> dict[tuple[str, float], dict[str, float]]:
+    """(experiment, q) -> scenario (or ``eps_AR``/``eps_S``) -> epsilon at the last step, from
+    the per-step figures' CSVs (the pooled bound of the figures' estimator)."""
+    out: dict[tuple[str, float], dict[str, float]] = {}
+    for name in FINAL_STEP_FIGURES:
+        path = folder / f"{name}.csv"
+        if not path.is_file():
+            continue
+        rows = _rows(path)
+        last = {}
+        for r in rows:
+            key = (r["experiment"], float(r["q"]))
+            last[key] = max(last.get(key, 0), int(float(r["step"])))
+        for r in rows:
+            key = (r["experiment"], float(r["q"]))
+            if int(float(r["step"])) == last[key]:
+                column = r["scenario"] or ("eps_AR" if r["series"].startswith("eps_AR") else "eps_S")
+                out.setdefault(key, {})[column] = float(r["epsilon"])
+    return out
+
+
+def render_scenario_finding(folder: Path, subject: str) -> str:
+    """``subject``'s final-step bound beside S2, S4, the other input scenarios and the
+    accountants, per setting of the per-step figures, and how often it lies below each."""
+    audits = final_step_audits(folder)
+    if not audits:
+        return _note("No figures in this checkout", "Run `make run`, then rebuild the site.")
+    columns = [c for c in ("S2", "S3", "S4", "S5", "S6", "S7", "eps_AR", "eps_S")
+               if any(c in v for v in audits.values())]
+    settings = [(k, v) for k, v in sorted(audits.items()) if subject in v]
+    rows = [(e, _fmt(q), *(v.get(c, "") for c in columns)) for (e, q), v in settings]
+    counts = []
+    for c in columns:
+        if c == subject:
+            continue
+        pairs = [v for _, v in settings if c in v]
+        if pairs:
+            below = sum(v[subject] < v[c] for v in pairs)
+            counts.append(f"below {c} in {below} of {len(pairs)}")
+    text = (f"{_source(folder)}, the last step of {', '.join(FINAL_STEP_FIGURES)}: {subject}'s bound was "
+            + ", ".join(counts) + " settings.")
+    return "\n".join([text, "", *_table(["experiment", "q", *columns], rows)])
+
+
+def render_one_run_finding(folder: Path) -> str:
+    """The one-run audits' best bound as a share of the R-run bound of the same canary family,
+    per canary kind (``one-run.csv``)."""
+    path = folder / "one-run.csv"
+    if not path.is_file():
+        return _note("No figures in this checkout", "Run `make run`, then rebuild the site.")
+    best: dict[tuple[str, str, str], float] = {}
+    rrun: dict[tuple[str, str, str], float] = {}
+    for r in _rows(path):
+        key = (r["experiment"], r["kind"], r["q"])
+        if r["series"].startswith("one-run audit"):
+            best[key] = max(best.get(key, 0.0), float(r["epsilon"]))
+        elif r["series"].startswith("R-run audit"):
+            rrun[key] = float(r["epsilon"])
+    parts = []
+    for kind in dict.fromkeys(k for _, k, _ in best):
+        keys = [k for k in best if k[1] == kind and k in rrun]
+        shares = [best[k] / rrun[k] for k in keys]
+        pairs = "; ".join(f"{_fmt(best[k])} of {_fmt(rrun[k])} at q = {_fmt(float(k[2]))}" for k in keys)
+        parts.append(f"`{kind}` canaries reached {min(shares):.0%} to {max(shares):.0%} of the R-run bound "
+                     f"({pairs})")
+    return (f"{_source(folder)}: from one training, " + "; ".join(parts) + ". (The R-run bound here is the "
+            "mean over repeats, as in the figure.)\n")
+
+
+def render_reconstruction_finding(folder: Path) -> str:
+    """How far each prediction of the trap units' outcomes lies from the observed counts
+    (``reconstruction.csv``: the sum of absolute differences over the three outcomes)."""
+    path = folder / "reconstruction.csv"
+    if not path.is_file():
+        return _note("No figures in this checkout", "Run `make run`, then rebuild the site.")
+    counts: dict[str, dict[str, float]] = {}
+    for r in _rows(path):
+        if "recovered" not in r["outcome"]:
+            counts.setdefault(r["source"], {})[r["outcome"]] = float(r["units"])
+    observed = counts.pop("observed")
+    off = {source: sum(abs(v[o] - observed[o]) for o in observed) for source, v in counts.items()}
+    closest = min(off, key=off.get)
+    listed = "; ".join(f"{source}: off by {n:.0f} units in all" for source, n in off.items())
+    return (f"{_source(folder)}: of {sum(observed.values()):.0f} units, "
+            + ", ".join(f"{n:.0f} {o}" for o, n in observed.items())
+            + f" observed; {listed}. The closest: {closest}.\n")
+
+
+# --------------------------------------------------------------------------------------
 #: Canary counts of the one-run limits' table (the Steinke cap's delta term makes 10^6 slow).
 LIMIT_COUNTS = (100, 1_000, 10_000, 100_000)
 
@@ -304,7 +413,23 @@ def renderers(root: Path) -> dict[str, Callable[[str], str]]:
         "claims": lambda _arg: render_claims(),
         "one-run-limits": lambda _arg: render_one_run_limits(),
         "figures": lambda _arg: render_figures(),
+        # findings of this checkout's run, else of the default's reference figures kept in git
+        "finding": lambda arg: FINDINGS[arg.split()[0]](_figures_folder(root), *arg.split()[1:]),
     }
+
+
+#: ``<!-- subaudit:finding NAME [ARG] -->``: what the run's figure CSVs say (``finding`` marker).
+FINDINGS: dict[str, Callable[..., str]] = {
+    "scenario": render_scenario_finding,
+    "one-run": render_one_run_finding,
+    "reconstruction": render_reconstruction_finding,
+}
+
+
+def _figures_folder(root: Path) -> Path:
+    """``results/figures`` of this checkout's run when it has one, else ``reference/figures``."""
+    mine = root / "results" / "figures"
+    return mine if (mine / "fig3.csv").is_file() else root / "reference" / "figures"
 
 
 def expand(markdown: str, root: Path) -> str:

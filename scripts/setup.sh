@@ -81,4 +81,6 @@ if ! out=$(.venv/bin/python -m pip check); then
     exit 1
 fi
 touch .venv/.installed
-echo "environment ready in .venv/ ($(.venv/bin/python -c 'import subaudit; print("subaudit", subaudit.__version__)'))"
+# torch's build (CPU or CUDA) is whatever the indexes pip is configured with offer for the pinned version
+# (PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu: the CPU build); say which it is.
+echo "environment ready in .venv/ ($(.venv/bin/python -c 'import subaudit, torch; print("subaudit", subaudit.__version__, "with torch", torch.__version__, "(CUDA build)" if torch.version.cuda else "(CPU build)")'))"

@@ -54,15 +54,16 @@ def base_ablations(params: dict[str, Any], experiment: str) -> None:
         k: {"q": exp["sampling_rates"][0], "values": [exp[k]]} for k in ("clip", "steps", "lr")})
 
 
-#: Modules whose tests run Snakemake (minutes each): collected first, so that under
+#: Modules whose tests run Snakemake (minutes each): collected first, the longest (the paper
+#: preset's rehearsal through SLURM, a third of the suite) before all, so that under
 #: pytest-xdist's loadscope (make test, with --no-loadscope-reorder: that order, not the
-#: modules of most tests first) the short modules fill in at the end and the two workers
-#: finish together.
-_LONG = ("tests/workflow/", "tests/data/test_own_features.py")
+#: modules of most tests first) one worker starts it while the other takes the rest, the short
+#: modules fill in at the end and the two workers finish together.
+_LONGEST, _LONG = "tests/workflow/test_rehearsal.py", ("tests/workflow/", "tests/data/test_own_features.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    items.sort(key=lambda item: not item.nodeid.startswith(_LONG))   # stable: order kept within
+    items.sort(key=lambda item: (not item.nodeid.startswith(_LONGEST), not item.nodeid.startswith(_LONG)))
 
 
 @pytest.fixture(scope="session")

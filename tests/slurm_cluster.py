@@ -1,6 +1,6 @@
 """The local SLURM cluster of the tests (scripts/slurm-cluster.sh, the fixture ``cluster``, a
-plugin of conftest.py) and how they submit to it: shared by workflow/test_slurm.py (the tiny
-workflow) and workflow/test_rehearsal.py (the paper preset's DAG)."""
+plugin of conftest.py) and how they submit to it: shared by workflow/test_rehearsal.py (the
+paper preset's DAG) and workflow/test_slurm.py (the stress test)."""
 
 from __future__ import annotations
 

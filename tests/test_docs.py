@@ -167,6 +167,47 @@ def test_markers_render_from_what_a_run_wrote(tmp_path):
     assert "b:\n  c: 2   # two\n  d: [3]\n```" in hooks.render_params(tmp_path / "params.yaml", "b")
 
 
+def test_findings_are_computed_from_the_figure_csvs(tmp_path):
+    """The findings pages show (docs marker ``finding``) say what the reference figures' CSVs say,
+    checked against pandas; no page states a finding typed from an old run."""
+    import pandas as pd
+
+    hooks = _hooks()
+    ref = ROOT / "reference" / "figures"
+    assert hooks._figures_folder(tmp_path) == tmp_path / "reference" / "figures"
+    assert "make run" in hooks.render_one_run_finding(tmp_path)
+
+    md = hooks.render_scenario_finding(ref, "S6")
+    frames = []
+    for name in hooks.FINAL_STEP_FIGURES:
+        d = pd.read_csv(ref / f"{name}.csv")
+        d = d[d["step"] == d.groupby(["experiment", "q"])["step"].transform("max")]
+        d = d.assign(column=d["scenario"].fillna(d["series"].str.split(" ").str[0]))
+        frames.append(d.pivot_table(index=["experiment", "q"], columns="column", values="epsilon"))
+    table = pd.concat(frames)
+    for other in ("S2", "S4", "S7", "eps_AR"):
+        below = int((table["S6"] < table[other]).sum())
+        assert f"below {other} in {below} of {len(table)}" in md
+    assert md.count("\n| image |") == 3
+
+    one = pd.read_csv(ref / "one-run.csv")
+    md = hooks.render_one_run_finding(ref)
+    for kind, d in one.groupby("kind"):
+        best = d[d.series.str.startswith("one-run")].groupby("q").epsilon.max()
+        rrun = d[d.series.str.startswith("R-run")].set_index("q").epsilon
+        share = best / rrun
+        assert f"`{kind}` canaries reached {share.min():.0%} to {share.max():.0%} of the R-run bound" in md
+
+    rec = pd.read_csv(ref / "reconstruction.csv")
+    rec = rec[~rec.outcome.str.contains("recovered")].pivot(index="outcome", columns="source", values="units")
+    md = hooks.render_reconstruction_finding(ref)
+    for source in ("predicted (nominal fire rate)", "predicted (held-out rates)"):
+        assert f"{source}: off by {(rec[source] - rec['observed']).abs().sum():.0f} units in all" in md
+
+    typed = [p.name for p in DOCS.glob("*.md") if re.search(r"On the default run \(commit", p.read_text())]
+    assert typed == []
+
+
 def test_docstrings_render_as_markdown():
     hooks = _hooks()
     assert hooks.markdown_docstring(":func:`x` and :class:`~a.B`") == "`x` and `a.B`"

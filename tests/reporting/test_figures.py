@@ -219,8 +219,23 @@ def test_deep_table_summary_and_figure(tmp_path):
     assert "scratch, membership game (add-remove)\naccountant: eps_AR = 8, eps_S = 16" in titles
     assert "gap, membership game: not audited" in titles     # the gap case audits the substitute game only
     assert all(ax.get_ylabel().startswith("one-run lower bound") for ax in fig.axes if ax.axison)
-    assert {t.get_text() for t in fig.legends[0].get_texts()} == {"steinke procedure ((eps, delta)-DP)",
-                                                                  "mahloujifar procedure ((eps, delta)-DP)"}
+    assert {t.get_text() for t in fig.legends[0].get_texts()} == {
+        "steinke procedure ((eps, delta)-DP)", "mahloujifar procedure ((eps, delta)-DP)",
+        "most possible: every guess right (the procedure's cap at m)", "final-iterate ceiling of the training"}
+    # each bar's cap (and ceiling, where its kind has one) is drawn at the table's value
+    view = tables.deep_view(table, "loss")
+    ceilings = 0
+    for ax in fig.axes:
+        if not ax.axison:
+            continue
+        case, game = ax.get_title().split(" game")[0].split(", ")
+        cell = view[(view["case"] == case) & (view["game"] == game)].groupby(["kind", "procedure"])
+        marks = {m: sorted(float(y) for line in ax.lines if line.get_marker() == m for y in line.get_ydata())
+                 for m in ("_", "v")}
+        assert marks["_"] == pytest.approx(sorted(cell["perfect"].max()))
+        assert marks["v"] == pytest.approx(sorted(cell["ceiling"].max().dropna()))
+        ceilings += len(marks["v"])
+    assert ceilings > 0
     assert "bars: mean over 3 audits" in fig._suptitle.get_text()
     assert "m = 256 per input kind, 26,010 white-box canaries" in fig._suptitle.get_text()
     # a versioned figure: the same bytes whatever state numpy's global generator is in

@@ -6,7 +6,7 @@ fresh clone whose git holds no results pulls them byte for byte; `snakemake --to
 then gives "nothing to be done" while a later params change is still detected; a pull that
 misses one object makes `dvc repro` fail naming it. (That jobs reproduce their outputs byte
 for byte is checked where they are recomputed: test_workflow's jobs in their own processes,
-test_faults' killed shard, test_slurm's cluster run against the session's local one.)
+test_faults' killed shard, test_rehearsal's cluster run against a local one.)
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 `snakemake --profile slurm` must work with no site settings at all, and each
 SUBAUDIT_SLURM_* variable must land on the jobs docs/hpc.md says: the account on every job,
 the CPU partition on CPU jobs, the GPU partition and model only on jobs that compute on a GPU.
-tests/test_slurm.py submits for real; this checks every combination cheaply.
+tests/workflow/test_rehearsal.py submits for real; this checks every combination cheaply.
 """
 
 from __future__ import annotations

@@ -330,10 +330,27 @@ def reconstruction(table: pd.DataFrame, pairs: list[tuple[np.ndarray, np.ndarray
 
 
 
+_CAP_MARK = {"marker": "_", "markersize": 14, "markeredgewidth": 2}
+_CEILING_MARK = {"marker": "v", "markersize": 6}
+
+
+def _draw_caps(ax: plt.Axes, sub: pd.DataFrame, order: list[str], procedures: list[str]) -> None:
+    """Over each bar, the most its m canaries could show (every guess right) and, where the
+    kind has one, the final-iterate ceiling, at the positions of seaborn's dodged bars."""
+    width = 0.8 / len(procedures)
+    caps = sub.groupby(["kind", "procedure"])[["perfect", "ceiling"]].max()
+    for (kind, procedure), row in caps.iterrows():
+        x = order.index(kind) - 0.4 + width * (procedures.index(procedure) + 0.5)
+        ax.plot([x], [row["perfect"]], linestyle="none", color="black", **_CAP_MARK)
+        if pd.notna(row["ceiling"]):
+            ax.plot([x], [row["ceiling"]], linestyle="none", color="black", **_CEILING_MARK)
+
+
 def deep_one_run(table: pd.DataFrame, score: str, title: str) -> plt.Figure:
     """One-run audits of deep networks: the bound per canary kind and procedure (bars: mean
-    over audits; dots: each audit), one panel per (game, case), the accountant's epsilon of
-    the game's adjacency in each panel's title. Input kinds read ``score``."""
+    over audits; dots: each audit) beside the most its m canaries could show and the
+    final-iterate ceiling (marks), one panel per (game, case), the accountant's epsilons in
+    each panel's title. Input kinds read ``score``."""
     _theme()
     mine = deep_view(table, score)
     games, cases = list(dict.fromkeys(mine["game"])), list(dict.fromkeys(mine["case"]))
@@ -358,6 +375,7 @@ def deep_one_run(table: pd.DataFrame, score: str, title: str) -> plt.Figure:
             sns.stripplot(sub, x="kind", y="epsilon", hue="procedure", order=order, hue_order=procedures,
                           palette=palette, dodge=True, size=4, edgecolor="black", linewidth=0.5, ax=ax,
                           legend=False, jitter=False)   # seaborn jitters from numpy's global RNG
+            _draw_caps(ax, sub, order, procedures)
             ax.set_title(f"{case}, {game} game ({sub['adjacency'].iloc[0]})\naccountant: eps_AR = "
                          f"{sub['eps_add_remove'].mean():.3g}, eps_S = {sub['eps_substitute'].mean():.3g}")
             ax.set_xlabel("canary kind")
@@ -368,9 +386,13 @@ def deep_one_run(table: pd.DataFrame, score: str, title: str) -> plt.Figure:
         keyed.get_legend().remove()
     plain = mine["family"].map(lambda f: FDP_FAMILIES[f].tag == "" if f in FDP_FAMILIES else False)
     first = pd.concat([mine[plain], mine[~plain]]).groupby("procedure")[["family", "bonferroni"]].first()
-    fig.legend(handles, [f"{lab} procedure ({bound_label(first.loc[lab, 'family'], first.loc[lab, 'bonferroni'])})"
-                         for lab in labels],
-               loc="outside lower center", ncol=len(labels), frameon=False)
+    marks = [(_CAP_MARK, "most possible: every guess right (the procedure's cap at m)")]
+    if mine["ceiling"].notna().any():
+        marks.append((_CEILING_MARK, "final-iterate ceiling of the training"))
+    fig.legend([*handles, *(plt.Line2D([], [], linestyle="none", color="black", **style) for style, _ in marks)],
+               [*(f"{lab} procedure ({bound_label(first.loc[lab, 'family'], first.loc[lab, 'bonferroni'])})"
+                  for lab in labels), *(text for _, text in marks)],
+               loc="outside lower center", ncol=min(len(labels) + len(marks), 3), frameon=False)
     reps = int(mine.groupby(["game", "case", "kind", "procedure"])["epsilon"].size().max())
     white = mine["kind"].str.split(" ").str[0].map(lambda k: k in DEEP_KINDS and DEEP_KINDS[k].white_box)
     counts = ["/".join(f"{int(m):,}" for m in sorted(mine.loc[side, "m"].unique())) + f" {name}" for side, name in
