@@ -270,7 +270,7 @@ def render_job_seconds(folder: Path) -> str:
 # Findings: what a run's figure CSVs say, in a sentence or a small table
 # --------------------------------------------------------------------------------------
 
-#: Figure CSVs with per-step audits of the base settings: (file, experiment it shows).
+#: The figures whose CSVs hold per-step audits of the base settings (image, tabular, text).
 FINAL_STEP_FIGURES = ("fig3", "fig4", "figA6")
 
 

@@ -78,6 +78,66 @@ def test_imports_run_one_way():
     assert not bad, "\n".join(bad)
 
 
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the subaudit modules it imports (lazy and TYPE_CHECKING imports included:
+    ``from package import name`` reaches the submodule ``name`` where there is one, else the
+    package)."""
+    modules = {_module_name(p): p for p in _modules()}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        reached = set()
+        for module, names, _ in _imports(path):
+            for n in names or [None]:
+                sub = f"{module}.{n}"
+                reached.add(sub if n and sub in modules else module)
+        graph[name] = {m for m in reached if m in modules and m != name}
+    return graph
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected sets of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part = []
+            while part[-1:] != [v]:
+                part.append(stack.pop())
+            if len(part) > 1:
+                circles.append(sorted(part))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return circles
+
+
+def test_no_import_circle():
+    """No two modules import each other, directly or round a longer loop (an import inside a
+    function or under TYPE_CHECKING counts: the modules still change together)."""
+    assert import_circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    graph = import_graph()
+    assert "subaudit.engine.scores" in graph["subaudit.engine.canaries"]
+    assert "subaudit.scenarios.s2" in graph["subaudit.scenarios"]
+    assert import_circles(graph) == []
+
+
 @pytest.mark.parametrize("folder", ["src", "tests", "workflow", "benchmarks", "examples", "scripts"])
 def test_no_file_imports_a_private_name(folder):
     bad = []

@@ -87,7 +87,7 @@ def test_a_runs_draws_are_the_same_alone_or_in_a_block():
 
 def test_the_copied_streams_are_the_cpus():
     seeds = SEEDS[0]
-    cpu, copied = new_block(seeds), CopiedStreamBlock(seeds, "cpu")
+    cpu, copied = new_block(seeds), CopiedStreamBlock(new_block(seeds), "cpu")
     assert torch.equal(cpu.normal(1, torch.empty(3, 500)), copied.normal(1, torch.empty(3, 500)))
     assert torch.equal(cpu.uniform(0, torch.empty(3, 9)), copied.uniform(0, torch.empty(3, 9)))
     assert np.array_equal(_state(cpu), _state(copied))

@@ -78,7 +78,7 @@ def test_fig2_draws_the_pooled_audits_and_the_range_of_the_repeats():
     assert EPS_S in labels and EPS_AR in labels and EPS_GROUP in labels
     assert "final-iterate ceiling (substitute)" in labels
     assert any("auc estimator" in lab for lab in labels)
-    assert "3 repeats pooled into one audit" in fig._suptitle.get_text()
+    assert "3 repeats pooled into one audit" in fig.get_suptitle()
     # the bar of (q = 1, eps = 2, paper) spans the repeats; its marker is the pooled audit
     vals = np.array(VALUES[(1.0, 2.0)])
     segs = [c for c in axes[0].collections if hasattr(c, "get_segments")]
@@ -99,7 +99,7 @@ def test_figA5_marks_the_ratio_two_and_skips_missing_cells(tmp_path):
     ax = fig.axes[0]
     assert any(np.allclose(line.get_ydata(), 2.0) for line in ax.get_lines())
     assert "ε_S / ε_AR" in ax.get_ylabel() and "σ" in ax.get_xlabel()
-    assert "2 grid cell(s)" in fig._suptitle.get_text()
+    assert "2 grid cell(s)" in fig.get_suptitle()
     figures.save(fig, tmp_path / "a.png", tmp_path / "a.pdf")
     first = (tmp_path / "a.pdf").read_bytes()
     figures.save(figures.ratio_grid(table), tmp_path / "a.png", tmp_path / "a.pdf")
@@ -114,7 +114,7 @@ def test_utility_figure_titles():
     rows = [{"scenario": s, "world": w, "step": t, "run": r, "accuracy": 0.1 * t + 0.01 * r}
             for s in ("S2", "S3") for w in ("plain", "canary") for t in (0, 5) for r in range(3)]
     fig = figures.utility(utility_table(pd.DataFrame(rows).to_dict("records")), "Utility: toy")
-    assert fig._suptitle.get_text().startswith("Utility: toy\n")
+    assert fig.get_suptitle().startswith("Utility: toy\n")
     assert [ax.get_title() for ax in fig.axes] == ["S2 crafted gradient (3 runs per world)",
                                                    "S3 crafted input (3 runs per world)"]
     assert fig.axes[0].get_ylabel() == "test accuracy (%)"
@@ -167,7 +167,7 @@ def test_ablation_figure_has_a_panel_per_value():
     fig = figures.epsilon_vs_step(table, "test", panel="clip")
     assert [ax.get_title() for ax in fig.axes] == ["C = 1  (q = 1)  (σ = 20, δ = 1e-05)",
                                                    "C = 4  (q = 1)  (σ = 20, δ = 1e-05)"]
-    assert "no band" in fig._suptitle.get_text()
+    assert "no band" in fig.get_suptitle()
 
 
 def test_runs_table_estimates_the_first_runs_and_draws_the_ceilings():
@@ -236,8 +236,8 @@ def test_deep_table_summary_and_figure(tmp_path):
         assert marks["v"] == pytest.approx(sorted(cell["ceiling"].max().dropna()))
         ceilings += len(marks["v"])
     assert ceilings > 0
-    assert "bars: mean over 3 audits" in fig._suptitle.get_text()
-    assert "m = 256 per input kind, 26,010 white-box canaries" in fig._suptitle.get_text()
+    assert "bars: mean over 3 audits" in fig.get_suptitle()
+    assert "m = 256 per input kind, 26,010 white-box canaries" in fig.get_suptitle()
     # a versioned figure: the same bytes whatever state numpy's global generator is in
     drawn = []
     for seed in (1, 2):

@@ -31,7 +31,8 @@ from __future__ import annotations
 
 import functools
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -135,14 +136,12 @@ class DeviceStreamBlock:
 
 
 class CopiedStreamBlock:
-    """The CPU kernels' streams (a :func:`subaudit.engine.streams.new_block` block) drawing for
-    a device: each draw made on the CPU and copied to ``device`` (the same numbers as
+    """A CPU block of streams (:func:`subaudit.engine.streams.cpu_block`) drawing for a device:
+    each draw made on the CPU and copied to ``device`` (the same numbers as
     :class:`DeviceStreamBlock`, where Triton is missing)."""
 
-    def __init__(self, seeds: Sequence[Sequence[int]], device: str | torch.device) -> None:
-        from subaudit.engine.streams import new_block
-
-        self.cpu = new_block(seeds)
+    def __init__(self, cpu: Any, device: str | torch.device) -> None:
+        self.cpu = cpu
         self.runs, self.purposes = self.cpu.runs, self.cpu.purposes
         self.device = torch.device(device)
         self.launches = 0
@@ -173,15 +172,15 @@ class CopiedStreamBlock:
         return out.copy_(host)
 
 
-def block_for(seeds: Sequence[Sequence[int]], device: str | torch.device
-              ) -> DeviceStreamBlock | CopiedStreamBlock:
-    """The streams of a device other than the CPU: Triton's where it imports, else the CPU
-    kernels' copied over, with a warning (once) that says why and what it costs."""
+def block_for(seeds: Sequence[Sequence[int]], device: str | torch.device,
+              cpu_block: Callable[[Sequence[Sequence[int]]], Any]) -> DeviceStreamBlock | CopiedStreamBlock:
+    """The streams of a device other than the CPU: Triton's where it imports, else
+    ``cpu_block(seeds)``'s copied over, with a warning (once) that says why and what it costs."""
     why = triton_available()
     if why is None:
         return DeviceStreamBlock(seeds, device)
     _warn_copied(why)
-    return CopiedStreamBlock(seeds, device)
+    return CopiedStreamBlock(cpu_block(seeds), device)
 
 
 @functools.cache

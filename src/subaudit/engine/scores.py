@@ -15,7 +15,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar, Protocol
 
 import torch
 
@@ -23,18 +23,22 @@ from subaudit.engine.dpsgd import forward
 from subaudit.engine.model import flat_params
 from subaudit.validation import ParameterError
 
-if TYPE_CHECKING:
-    from subaudit.engine.canaries import Canary
-
 __all__ = ["INPUT_SCORES", "Coordinates", "LogOddsDifference", "LogitDifference", "Projection",
-           "RecordDifference", "Score", "log_odds_at", "logits_at"]
+           "RecordDifference", "Score", "Scored", "log_odds_at", "logits_at"]
+
+
+class Scored(Protocol):
+    """What a score reads of the canaries it scores (:class:`subaudit.engine.canaries.Canary`
+    has it): their records z and z', or None for canaries that are not records."""
+
+    def input_rows(self) -> tuple[torch.Tensor, torch.Tensor] | None: ...
 
 
 class Score(ABC):
     """How runs are scored from their parameters: larger under D (bit 1)."""
 
     @abstractmethod
-    def bind(self, canary: Canary, start: Sequence[torch.Tensor]
+    def bind(self, canary: Scored, start: Sequence[torch.Tensor]
              ) -> Callable[[Sequence[torch.Tensor]], torch.Tensor]:
         """A function of a chunk's parameters giving its scores (R, m), float64;
         ``start`` are the chunk's initial parameters."""
@@ -52,7 +56,7 @@ class RecordDifference(Score):
     def statistic(params: Sequence[torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """The statistic of rows (x, y) for every run, (R, rows)."""
 
-    def bind(self, canary: Canary, start: Sequence[torch.Tensor]):
+    def bind(self, canary: Scored, start: Sequence[torch.Tensor]):
         rows = canary.input_rows()
         if rows is None:
             raise ParameterError("canary score", self.name, "a canary with input records")
@@ -102,7 +106,7 @@ class Projection(Score):
 
     direction: torch.Tensor
 
-    def bind(self, canary: Canary, start: Sequence[torch.Tensor]):
+    def bind(self, canary: Scored, start: Sequence[torch.Tensor]):
         u = torch.atleast_2d(self.direction.double())
         u = (u / torch.linalg.vector_norm(u, dim=1, keepdim=True)).to(start[0].device,
                                                                      start[0].dtype)
@@ -123,7 +127,7 @@ class Coordinates(Score):
     index: torch.Tensor
     sign: float = -1.0
 
-    def bind(self, canary: Canary, start: Sequence[torch.Tensor]):
+    def bind(self, canary: Scored, start: Sequence[torch.Tensor]):
         idx = self.index.to(start[0].device, torch.long)
         at_start = flat_params(start)[:, idx]
         return lambda params: (self.sign * (flat_params(params)[:, idx] - at_start)).double()

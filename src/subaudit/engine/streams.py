@@ -23,7 +23,7 @@ import torch
 from subaudit.engine import kernels
 from subaudit.seeding import derive_seed
 
-__all__ = ["MASK", "NOISE", "RunStreams", "StreamBlock", "draw_step", "new_block"]
+__all__ = ["MASK", "NOISE", "RunStreams", "StreamBlock", "cpu_block", "draw_step", "new_block"]
 
 #: Columns of a run's CPU streams in a block: the Poisson masks' uniforms, the noise.
 MASK, NOISE = 0, 1
@@ -50,7 +50,13 @@ def new_block(seeds: Sequence[Sequence[int]], device: str | torch.device = "cpu"
     if torch.device(device).type != "cpu" or kernels.device_path_on_cpu():
         from subaudit.engine.device_streams import block_for
 
-        return block_for(seeds, device)
+        return block_for(seeds, device, cpu_block)
+    return cpu_block(seeds)
+
+
+def cpu_block(seeds: Sequence[Sequence[int]]) -> StreamBlock:
+    """The CPU's block of streams: the compiled kernels' where they are loaded, else their numpy
+    twin (the same numbers)."""
     if kernels.available():
         return kernels.StreamBlock(seeds)
     from subaudit.engine.generator import NumpyStreamBlock

@@ -1,20 +1,19 @@
 """Canary scenarios: how the audits' canaries are made, one module per scenario.
 
 Natural-data scenarios are a registry (:data:`SCENARIOS`): each module ``s2`` .. ``s7`` holds
-its algorithm and its :class:`Scenario` entry, which says how its canary pair is crafted and
-what the workflow must know about it: its label and colour in figures, whether it needs the
-reference model (and so the target record), whether it is crafted per q (S2 replays the
-audit's own sampling), whether the target z is removed from the shared records D (an input
-canary stands in for it), whether its canary is a record in input space (sampled like a
-record, at the experiment's ``canary_sampling_rate`` when set) rather than a gradient,
-whether it is crafted against the audit's calibrated noise (``noisy``: per q, and its canary
-depends on the calibration's knobs too), whether its world D is the target z as an input
-record and nothing else (``shares_target``: the z-world runs of such scenarios of one setting
-are trained once and scored for each of their substitutes), whether Fig A1's utility runs
-include it, and which
-crafting options of params.yaml it reads (from its experiment, else from ``natural``;
-absent: None).  Adding a scenario is a module here with a ``SCENARIO`` entry, its line in
-:func:`_registry` and its tests.
+its algorithm and its :class:`Scenario` entry (:mod:`~subaudit.scenarios.scenario`), which says
+how its canary pair is crafted and what the workflow must know about it: its label and colour
+in figures, whether it needs the reference model (and so the target record), whether it is
+crafted per q (S2 replays the audit's own sampling), whether the target z is removed from the
+shared records D (an input canary stands in for it), whether its canary is a record in input
+space (sampled like a record, at the experiment's ``canary_sampling_rate`` when set) rather
+than a gradient, whether it is crafted against the audit's calibrated noise (``noisy``: per q,
+and its canary depends on the calibration's knobs too), whether its world D is the target z as
+an input record and nothing else (``shares_target``: the z-world runs of such scenarios of one
+setting are trained once and scored for each of their substitutes), whether Fig A1's utility
+runs include it, and which crafting options of params.yaml it reads (from its experiment, else
+from ``natural``; absent: None). Adding a scenario is a module here with a ``SCENARIO`` entry,
+its line in :func:`_registry` and its tests.
 
 Beside the registry:
 
@@ -41,78 +40,10 @@ May import: :mod:`subaudit.engine`, :mod:`subaudit.estimation`, :mod:`subaudit.a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-
+from subaudit.scenarios.scenario import CraftInputs, Scenario
 from subaudit.validation import check_choice
 
-if TYPE_CHECKING:
-    import torch
-
-    from subaudit.engine import MLP, DPConfig
-    from subaudit.scenarios.crafting import Crafted
-
 __all__ = ["SCENARIOS", "CraftInputs", "Scenario", "get"]
-
-
-@dataclass(frozen=True)
-class CraftInputs:
-    """What a scenario's crafting may use.
-
-    ``dp`` carries the audit's q, C, lr, T and optimiser for scenarios crafted per q, at
-    noise 0, or at the calibrated noise multiplier for ``noisy`` scenarios; ``reference``
-    and ``target`` are the reference model's final parameters and the target record's
-    index for scenarios that need them; ``options`` are the scenario's crafting options
-    from params.yaml.
-    """
-
-    model: MLP
-    features: Mapping[str, Any]
-    init: str
-    seed: int
-    dp: DPConfig | None = None
-    reference: Sequence[torch.Tensor] | None = None
-    target: int | None = None
-    options: Mapping[str, Any] = field(default_factory=dict)
-
-    def target_record(self) -> tuple[torch.Tensor, int]:
-        """The target z = (x, y) from the training records."""
-        assert self.target is not None, "this scenario needs the reference model"
-        train = self.features["train"]
-        return train.x[self.target], int(train.y[self.target])
-
-
-@dataclass(frozen=True)
-class Scenario:
-    """One canary scenario (paper Table 1 and beyond)."""
-
-    name: str
-    label: str
-    color: str
-    craft: Callable[[CraftInputs], Crafted]
-    needs_reference: bool
-    per_q: bool
-    removes_target: bool
-    input_canary: bool
-    in_utility: bool = False
-    options: tuple[str, ...] = ()
-    noisy: bool = False
-    shares_target: bool = False
-    #: What crafting trains, for the ``craft`` job's requests (:mod:`subaudit.pipeline.costs`):
-    #: ``(options, steps, records, sizes)`` -> (model-steps over all ``records`` of the model of
-    #: layer ``sizes``, bytes of autograd graph held at once); None: crafting takes seconds.
-    crafting_work: Callable[[Mapping[str, Any], int, int, Sequence[int]], tuple[float, float]] | None = None
-
-    def __post_init__(self) -> None:
-        assert self.per_q or not self.noisy, "a scenario crafted against the noise is crafted per q"
-        assert not self.shares_target or (self.removes_target and self.input_canary), \
-            "a scenario sharing the target's world puts z in D as an input record"
-
-    @property
-    def title(self) -> str:
-        """Name and label, as figures and tables show it ('S2 crafted gradient')."""
-        return f"{self.name} {self.label}"
 
 
 def _registry() -> dict[str, Scenario]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from subaudit.scenarios import CraftInputs, Scenario
+from subaudit.scenarios.scenario import CraftInputs, Scenario
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

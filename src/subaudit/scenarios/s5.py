@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from subaudit.scenarios import CraftInputs, Scenario
+from subaudit.scenarios.scenario import CraftInputs, Scenario
 from subaudit.validation import ParameterError
 
 if TYPE_CHECKING:

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from subaudit.scenarios import CraftInputs, Scenario
+from subaudit.scenarios.scenario import CraftInputs, Scenario
 from subaudit.validation import ParameterError, check_count, check_positive
 
 if TYPE_CHECKING:
