@@ -138,6 +138,22 @@ def test_no_import_circle():
     assert import_circles(graph) == []
 
 
+def test_no_two_modules_or_public_classes_share_a_name():
+    """A name says which module or class is meant: none twice in the package (the public face
+    ``subaudit.opacus`` aside, which re-exports ``subaudit.integrations.opacus``)."""
+    from collections import defaultdict
+
+    modules, classes = defaultdict(list), defaultdict(list)
+    for path in _modules():
+        if path.name != "__init__.py" and path != SRC / "opacus.py":
+            modules[path.stem].append(str(path.relative_to(SRC)))
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                classes[node.name].append(str(path.relative_to(SRC)))
+    assert {k: v for k, v in modules.items() if len(v) > 1} == {}
+    assert {k: v for k, v in classes.items() if len(v) > 1} == {}
+
+
 @pytest.mark.parametrize("folder", ["src", "tests", "workflow", "benchmarks", "examples", "scripts"])
 def test_no_file_imports_a_private_name(folder):
     bad = []
@@ -179,7 +195,7 @@ def test_the_workflow_parses_without_torch():
     """What Snakemake imports while it parses (once per cluster job) loads no torch."""
     code = ("import sys\n"
             "import subaudit.pipeline.config, subaudit.pipeline.settings, subaudit.scenarios\n"
-            "import subaudit.reporting.figure_registry, subaudit.scenarios.one_run, subaudit.data\n"
+            "import subaudit.reporting.figure_registry, subaudit.scenarios.one_run_canaries, subaudit.data\n"
             "import subaudit.estimation, subaudit.schedule\n"
             "assert 'torch' not in sys.modules, sorted(m for m in sys.modules if m.startswith('torch'))\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

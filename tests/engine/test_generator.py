@@ -1,5 +1,5 @@
 """The numpy twin of the kernels' generator (:mod:`subaudit.engine.generator`): the compiled
-:class:`kernels.StreamBlock`'s draws and states, bit for bit (seeds, runs, sizes, row slices,
+:class:`kernels.CompiledStreamBlock`'s draws and states, bit for bit (seeds, runs, sizes, row slices,
 float32 and float64, consecutive calls, the slow path and the tail many times over), its
 tables the script's, and known answers that hold on a machine without the compiled library."""
 
@@ -110,7 +110,7 @@ def test_known_answers_without_the_compiled_library():
 @pytest.mark.parametrize("runs", [1, 3, 17])
 def test_seeding_and_small_draws_are_the_kernels(runs):
     seeds = _seeds(runs, 2, 11 + runs)
-    c, p = kernels.StreamBlock(seeds), NumpyStreamBlock(seeds)
+    c, p = kernels.CompiledStreamBlock(seeds), NumpyStreamBlock(seeds)
     assert (p.runs, p.purposes, p.words) == (c.runs, c.purposes, c.words)
     assert p.state.dtype == c.state.dtype and np.array_equal(p.state, c.state)
     for n in (0, 1, 3, 4, 5, 37, 1000):
@@ -122,7 +122,7 @@ def test_seeding_and_small_draws_are_the_kernels(runs):
 @needs_compiled
 def test_row_slices_and_a_state_copied_either_way():
     seeds = _seeds(9, 2, 5)
-    c, p = kernels.StreamBlock(seeds), NumpyStreamBlock(seeds)
+    c, p = kernels.CompiledStreamBlock(seeds), NumpyStreamBlock(seeds)
     for rows, n in ((slice(2, 5), 37), (slice(0, 1), 5), (slice(7, None), 1000), (slice(3, 3), 8)):
         k = len(range(*rows.indices(9)))
         for kind in ("uniform", "f32", "f64"):
@@ -143,7 +143,7 @@ def test_millions_of_normals_through_the_slow_path_and_the_tail(monkeypatch, run
     """About 2.7 million normals in all: thousands of slow draws, rejections and tail draws."""
     seen = _SlowCounter(monkeypatch)
     seeds = _seeds(runs, 1, 1000 * runs)
-    c, p = kernels.StreamBlock(seeds), NumpyStreamBlock(seeds)
+    c, p = kernels.CompiledStreamBlock(seeds), NumpyStreamBlock(seeds)
     zp, zc = _draw(p, dtype, 0, runs, n), _draw(c, dtype, 0, runs, n)
     assert _same(zp, zc) and np.array_equal(p.state, c.state)
     values = runs * n
@@ -168,7 +168,7 @@ def test_blocks_carries_and_a_short_buffer(monkeypatch):
 
     monkeypatch.setattr(generator._Normals, "_block", counting)
     seeds = _seeds(5, 1, 77)
-    c, p = kernels.StreamBlock(seeds), NumpyStreamBlock(seeds)
+    c, p = kernels.CompiledStreamBlock(seeds), NumpyStreamBlock(seeds)
     for n in (3001, 4, 2222):
         assert _same(_draw(p, "f64", 0, 5, n), _draw(c, "f64", 0, 5, n))
         assert np.array_equal(p.state, c.state)
@@ -179,7 +179,7 @@ def test_blocks_carries_and_a_short_buffer(monkeypatch):
 @pytest.mark.parametrize(("n_uniforms", "num_params", "steps"), [(0, 37, 2), (5003, 1, 3), (130, 4099, 2)])
 def test_draw_only_leaves_the_kernels_state(n_uniforms, num_params, steps):
     seeds = _seeds(6, 2, 3)
-    c, p = kernels.StreamBlock(seeds), NumpyStreamBlock(seeds)
+    c, p = kernels.CompiledStreamBlock(seeds), NumpyStreamBlock(seeds)
     kernels.draw_only(c, n_uniforms, num_params, steps)
     draw_only(p, n_uniforms, num_params, steps)
     assert np.array_equal(p.state, c.state)

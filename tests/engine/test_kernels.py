@@ -224,7 +224,7 @@ def test_every_build_gives_the_same_bits(monkeypatch):
         lib = load(v)
         monkeypatch.setattr(kernels, "library", lambda variant=None, lib=lib: lib)
         out = torch.empty(2, 999)
-        kernels.StreamBlock([[1], [2]]).normal(0, out)
+        kernels.CompiledStreamBlock([[1], [2]]).normal(0, out)
         grads = [torch.empty_like(p) for p in params]
         kernels.clipped_sum(params, kernels.RecordTable(x, y, x_sq), weight, 1.0, grads, 0.5)
         results.append([out, *grads])

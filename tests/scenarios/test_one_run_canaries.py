@@ -1,4 +1,4 @@
-"""One-run substitute audits (subaudit.scenarios.one_run): canaries, training, estimates."""
+"""One-run substitute audits (subaudit.scenarios.one_run_canaries): canaries, training, estimates."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from scipy import stats
 
 from subaudit.engine import MLP, DPConfig, InputCanaries, OneHotCanaries, Records
 from subaudit.accounting.gdp import gdp_epsilon
-from subaudit.scenarios.one_run import (
+from subaudit.scenarios.one_run_canaries import (
     CANARY_KINDS,
     gradient_canaries,
     label_canaries,

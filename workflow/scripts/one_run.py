@@ -8,7 +8,7 @@ from subaudit.pipeline import logs
 from subaudit.pipeline.job_inputs import load_setting
 from subaudit.devices import resolve_device, use_threads
 from subaudit.artifacts import write_json, write_npz
-from subaudit.scenarios.one_run import CANARY_KINDS, one_run_audit, one_run_estimates
+from subaudit.scenarios.one_run_canaries import CANARY_KINDS, one_run_audit, one_run_estimates
 from subaudit.pipeline.settings import parse_key
 
 log = logs.start(snakemake.log[0])

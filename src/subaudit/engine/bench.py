@@ -164,8 +164,8 @@ def draw_seconds(w: Workload, span: torch.Tensor | None, steps: int, runs: int,
     streams = RunStreams.for_runs(0, range(runs), device)
     uniforms = None if w.q == 1.0 else torch.empty(runs, w.n + 1, device=device)
     block = streams[0].block
-    if isinstance(block, (kernels.StreamBlock, generator.NumpyStreamBlock)):   # the CPU's
-        draw_only = kernels.draw_only if isinstance(block, kernels.StreamBlock) else generator.draw_only
+    if isinstance(block, (kernels.CompiledStreamBlock, generator.NumpyStreamBlock)):   # the CPU's
+        draw_only = kernels.draw_only if isinstance(block, kernels.CompiledStreamBlock) else generator.draw_only
         t0 = time.perf_counter()
         draw_only(block, 0 if uniforms is None else w.n + 1, model.num_params, steps)
         return time.perf_counter() - t0, None

@@ -2,7 +2,7 @@
 every run's draws of a step in one launch.
 
 :class:`DeviceStreamBlock` keeps R runs' stream states on the device (the layout of
-:class:`subaudit.engine.kernels.StreamBlock`: a state copies between the two) and draws with
+:class:`subaudit.engine.kernels.CompiledStreamBlock`: a state copies between the two) and draws with
 the Triton kernels of :mod:`subaudit.engine.device_kernels`: a uniform draw or a normal draw of
 any number of runs is one kernel launch (:attr:`DeviceStreamBlock.launches` counts them), and
 each run's numbers depend only on its stream, so a run's numbers are the same alone or in any

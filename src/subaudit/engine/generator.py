@@ -1,7 +1,7 @@
 """The compiled kernels' random streams in numpy: the same numbers, bit for bit, where the
 library is not built.
 
-A CPU audit draws its masks' uniforms and its noise from :class:`kernels.StreamBlock`
+A CPU audit draws its masks' uniforms and its noise from :class:`kernels.CompiledStreamBlock`
 (``_kernels.cpp``): per run and purpose a stream of four xoroshiro128++ lanes (Blackman and
 Vigna 2018) seeded by splitmix64, value j of a draw from lane j % 4; uniforms of 24 bits;
 standard normals by the 256-layer ziggurat of Marsaglia and Tsang (2000) on 52-bit integers
@@ -350,7 +350,7 @@ def seed_states(seeds: np.ndarray) -> np.ndarray:
 
 
 class NumpyStreamBlock:
-    """:class:`subaudit.engine.kernels.StreamBlock` in numpy: random streams of R runs,
+    """:class:`subaudit.engine.kernels.CompiledStreamBlock` in numpy: random streams of R runs,
     ``purposes`` each, as one array of states (``state[r, k]``: stream (r, k), 8 words, the
     kernels' layout), seeded with ``seeds[r][k]``; the same draws, bit for bit."""
 

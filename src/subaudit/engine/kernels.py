@@ -3,7 +3,7 @@
 What a CPU audit repeats R times per step, for a range of runs, every run's numbers
 depending on that run alone (see the C++ file's header):
 
-* :class:`StreamBlock`: random streams, one per run and purpose (xoroshiro128++ lanes,
+* :class:`CompiledStreamBlock`: random streams, one per run and purpose (xoroshiro128++ lanes,
   24-bit uniforms, ziggurat normals);
 * :func:`clipped_sum`: the sum of a run's clipped per-example gradients over its sampled
   records, for a Tanh MLP or a linear head, with a dense or a sparse (CSR) first layer;
@@ -37,7 +37,7 @@ import torch
 
 from subaudit.validation import ParameterError
 
-__all__ = ["VARIANTS", "RecordTable", "SaAudit", "SaNet", "SaOptimiser", "SaTable", "StreamBlock", "available",
+__all__ = ["VARIANTS", "RecordTable", "SaAudit", "SaNet", "SaOptimiser", "SaTable", "CompiledStreamBlock", "available",
            "clipped_sum", "cpu_variant", "draw_only", "head_clipped_sum", "library", "noise_step", "over_runs",
            "train_runs"]
 
@@ -205,7 +205,7 @@ def over_runs(R: int, work: Callable[[int, int], None]) -> None:
     list(_POOL.map(work, bounds[:-1], bounds[1:]))
 
 
-class StreamBlock:
+class CompiledStreamBlock:
     """Random streams of R runs, ``purposes`` each (e.g. mask and noise), as one array of
     states: stream (r, k) is row r, column k, seeded with ``seeds[r][k]``."""
 
@@ -334,7 +334,7 @@ def head_clipped_sum(params: Sequence[torch.Tensor], x: torch.Tensor, y: torch.T
     torch.mm(z.T, x, out=gw.view(R * K, d))
 
 
-def noise_step(params: Sequence[torch.Tensor], grads: Sequence[torch.Tensor], streams: StreamBlock,
+def noise_step(params: Sequence[torch.Tensor], grads: Sequence[torch.Tensor], streams: CompiledStreamBlock,
                purpose: int, std_scale: float, optimizer: str, lr: float, *,
                moments: tuple[Sequence[torch.Tensor], Sequence[torch.Tensor]] | None = None,
                betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, step: int = 1) -> None:
@@ -354,7 +354,7 @@ def noise_step(params: Sequence[torch.Tensor], grads: Sequence[torch.Tensor], st
     over_runs(params[0].shape[0], work)
 
 
-def train_runs(params: Sequence[torch.Tensor], records: RecordTable, streams: StreamBlock, *,
+def train_runs(params: Sequence[torch.Tensor], records: RecordTable, streams: CompiledStreamBlock, *,
                n: int, bits: torch.Tensor, input_canary: bool, q: float, q_canary: float, clip: float,
                scale: float, std_scale: float, steps: int, optimizer: str, lr: float,
                betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
@@ -405,7 +405,7 @@ def train_runs(params: Sequence[torch.Tensor], records: RecordTable, streams: St
     return snap
 
 
-def draw_only(streams: StreamBlock, n_uniforms: int, num_params: int, steps: int) -> None:
+def draw_only(streams: CompiledStreamBlock, n_uniforms: int, num_params: int, steps: int) -> None:
     """Only the draws of ``steps`` steps of :func:`train_runs` (the cost of its randomness)."""
     if streams.purposes != 2:
         raise ValueError("draw_only needs a block of (R, 2) streams: mask, noise")

@@ -31,7 +31,7 @@ MASK, NOISE = 0, 1
 
 class StreamBlock(Protocol):
     """Random streams of R runs, ``purposes`` each, as one array of states (the compiled
-    :class:`kernels.StreamBlock`, :class:`subaudit.engine.generator.NumpyStreamBlock`, or on a
+    :class:`kernels.CompiledStreamBlock`, :class:`subaudit.engine.generator.NumpyStreamBlock`, or on a
     device :class:`subaudit.engine.device_streams.DeviceStreamBlock`)."""
 
     runs: int
@@ -58,7 +58,7 @@ def cpu_block(seeds: Sequence[Sequence[int]]) -> StreamBlock:
     """The CPU's block of streams: the compiled kernels' where they are loaded, else their numpy
     twin (the same numbers)."""
     if kernels.available():
-        return kernels.StreamBlock(seeds)
+        return kernels.CompiledStreamBlock(seeds)
     from subaudit.engine.generator import NumpyStreamBlock
 
     return NumpyStreamBlock(seeds)

@@ -191,7 +191,7 @@ def _noisy_step(dp: DPConfig, params: list[torch.Tensor], streams: Sequence[RunS
     if dp.optimizer == "adam":
         moments = ([torch.zeros_like(p) for p in params], [torch.zeros_like(p) for p in params])
     block = streams[0].block
-    if isinstance(block, kernels.StreamBlock):
+    if isinstance(block, kernels.CompiledStreamBlock):
         def cpu_step(grads: list[torch.Tensor], t: int) -> None:
             kernels.noise_step(params, grads, block, NOISE, std_scale, dp.optimizer, dp.lr,
                                moments=moments, betas=dp.betas, eps=dp.eps, step=t)

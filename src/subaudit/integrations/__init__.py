@@ -9,7 +9,7 @@
   Opacus (Opacus' MNIST CNN, WRN-16-4);
 * :mod:`~subaudit.integrations.deep`: the deep-network audit experiments of the workflow
   (a CNN trained from scratch and a pretrained one fine-tuned, every canary kind of
-  :mod:`subaudit.scenarios.deep`, both games).
+  :mod:`subaudit.scenarios.deep_canaries`, both games).
 
 May import: :mod:`subaudit.scenarios`, :mod:`subaudit.estimation`, :mod:`subaudit.accounting`,
 :mod:`subaudit.data` and the base modules, and the integrated library.

@@ -63,7 +63,7 @@ from subaudit.estimation.procedures import (
     least_canaries,
 )
 from subaudit.integrations.opacus import is_poisson
-from subaudit.scenarios.deep import SCORES
+from subaudit.scenarios.deep_canaries import SCORES
 from subaudit.seeding import derive_seed
 from subaudit.validation import ParameterError, check_choice, check_count, check_probability, check_sampling_rate
 

@@ -15,7 +15,7 @@ library itself needs.
   fetched once where there is internet (``subaudit prefetch``);
 * :mod:`~subaudit.pipeline.costs`: what the engine's training jobs cost (measured per-unit
   costs by device kind), for their requests (the deep phase's are
-  :mod:`subaudit.scenarios.deep`'s);
+  :mod:`subaudit.scenarios.deep_canaries`'s);
 * :mod:`~subaudit.pipeline.plan`: what a configuration submits and reserves, from
   Snakemake's dry run (``subaudit plan``);
 * :mod:`~subaudit.pipeline.warm`: the warm worker, which runs a local workflow's jobs in

@@ -213,7 +213,7 @@ def _check_one_run(params: Mapping[str, Any], source: str) -> None:
     """The one-run audits: an existing experiment, registered kinds and methods, and no more
     label canaries than the experiment's auxiliary records."""
     from subaudit.estimation.one_run import ONE_RUN_METHODS
-    from subaudit.scenarios.one_run import CANARY_KINDS
+    from subaudit.scenarios.one_run_canaries import CANARY_KINDS
 
     one = params["one_run"]
     experiments = params["natural"]["experiments"]
@@ -235,8 +235,8 @@ def _check_deep(params: Mapping[str, Any], source: str) -> None:
     from subaudit.data import SOURCES
     from subaudit.estimation.procedures import GAMES, PROCEDURES, least_canaries
     from subaudit.scenarios.canary_optimisation import PROXY_NETWORKS
-    from subaudit.scenarios.deep import (CASES, DEEP_KINDS, NETWORK_COSTS, NETWORK_NAMES, PROXY_RECORDS, SCORES,
-                                         case_setting)
+    from subaudit.scenarios.deep_canaries import (CASES, DEEP_KINDS, NETWORK_COSTS, NETWORK_NAMES, PROXY_RECORDS,
+                                                  SCORES, case_setting)
 
     deep = params["deep"]
     if deep["source"] is None:

@@ -3,7 +3,7 @@ torch: the workflow reads it while Snakemake parses). Every model gives the job'
 seconds on its device, its memory and its output from its setting and per-unit costs measured
 on a named machine; :func:`subaudit.job_requests.job_request` turns them into requests (a
 ``runtime`` with its margin, the estimate itself as ``expected_s``, ``out_kb``). The
-deep-network jobs' models live with their networks (:mod:`subaudit.scenarios.deep`).
+deep-network jobs' models live with their networks (:mod:`subaudit.scenarios.deep_canaries`).
 
 Training (``train_shard``, ``train_target``, ``utility``, ``one_run``, and the non-private
 ``reference``): a job trains ``runs`` models of layer ``sizes`` for ``steps`` steps each, a

@@ -23,7 +23,7 @@ from subaudit.estimation import ESTIMATORS  # noqa: E402
 from subaudit.estimation.one_run import FDP_FAMILIES  # noqa: E402
 from subaudit.estimation.procedures import bound_label  # noqa: E402
 from subaudit.scenarios import SCENARIOS  # noqa: E402
-from subaudit.scenarios.deep import DEEP_KINDS  # noqa: E402
+from subaudit.scenarios.deep_canaries import DEEP_KINDS  # noqa: E402
 from subaudit.reporting.tables import CEILING, EPS_AR, EPS_GROUP, EPS_S, FINITE_R, deep_view  # noqa: E402
 
 _ACCOUNTING_STYLE = {

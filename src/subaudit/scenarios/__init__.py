@@ -22,9 +22,9 @@ Beside the registry:
 * :mod:`~subaudit.scenarios.crafting`: what crafting shares (the reference model, per-example
   gradients, :class:`~subaudit.scenarios.crafting.Crafted`);
   :mod:`~subaudit.scenarios.domain`: where a crafted record may live (S6);
-* :mod:`~subaudit.scenarios.one_run`: the one-run canary kinds (a registry of their own) and
+* :mod:`~subaudit.scenarios.one_run_canaries`: the one-run canary kinds (a registry of their own) and
   one-run audits of m canaries in one training;
-* :mod:`~subaudit.scenarios.deep`: the canary kinds of one-run audits of deep networks (a
+* :mod:`~subaudit.scenarios.deep_canaries`: the canary kinds of one-run audits of deep networks (a
   registry of their own: random, mislabeled, metagradient, gradient) and
   :mod:`~subaudit.scenarios.canary_optimisation`: metagradient canary optimisation through a
   proxy network's training;

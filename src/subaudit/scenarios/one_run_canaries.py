@@ -36,7 +36,7 @@ if TYPE_CHECKING:  # torch is imported when training, not while the workflow par
 
     from subaudit.engine import MLP, Canary, DPConfig, InputCanaries, OneHotCanaries, Records
 
-__all__ = ["CANARY_KINDS", "CanaryKind", "OneRunAudit", "gradient_canaries", "label_canaries",
+__all__ = ["CANARY_KINDS", "CanaryKind", "OneRunScores", "gradient_canaries", "label_canaries",
            "one_run_audit", "one_run_estimates"]
 
 
@@ -90,7 +90,7 @@ CANARY_KINDS: dict[str, CanaryKind] = {k.name: k for k in (
 
 
 @dataclass(frozen=True)
-class OneRunAudit:
+class OneRunScores:
     """Final scores (R, m) and bits (R, m) of R independent one-run audits, and the
     training's wall time in seconds (all R runs)."""
 
@@ -101,7 +101,7 @@ class OneRunAudit:
 
 def one_run_audit(model: MLP, train_data: Records, canary: Canary, dp: DPConfig, *, seed: int,
                   repeats: int, init: str = "zero", device: str | torch.device = "cpu",
-                  dtype: torch.dtype | None = None) -> OneRunAudit:
+                  dtype: torch.dtype | None = None) -> OneRunScores:
     """Train ``repeats`` independent runs, each holding one member of every canary pair
     (bits from ``seed``: a fair coin per run and canary), and score every canary at the end
     (``dtype``: the engine's default, float32, unless given)."""
@@ -117,10 +117,10 @@ def one_run_audit(model: MLP, train_data: Records, canary: Canary, dp: DPConfig,
                 score_every=dp.steps, init=init, device=device, dtype=dtype or torch.float32,
                 progress=False)
     seconds = time.perf_counter() - start
-    return OneRunAudit(scores=res.scores[-1].reshape(r, m), bits=bits, seconds=seconds)
+    return OneRunScores(scores=res.scores[-1].reshape(r, m), bits=bits, seconds=seconds)
 
 
-def one_run_estimates(audit: OneRunAudit, delta: float, alpha: float, methods: Sequence[str], *,
+def one_run_estimates(audit: OneRunScores, delta: float, alpha: float, methods: Sequence[str], *,
                       family: str = "dp", dp: DPConfig | None = None) -> list[dict[str, Any]]:
     """One record per (repeat, method): the one-run epsilon (Bonferroni over the guess
     grid, :func:`subaudit.estimation.one_run.best_one_run_epsilon`; ``"fdp"`` tests the curve of
