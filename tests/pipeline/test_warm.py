@@ -225,3 +225,17 @@ def test_it_starts_only_for_enough_jobs(monkeypatch):
     assert warm.enabled(warm.MIN_JOBS) and not warm.enabled(warm.MIN_JOBS - 1)
     monkeypatch.setenv(warm.ENV, "0")
     assert not warm.enabled(1000)
+
+
+def test_the_private_exit_hook_the_worker_relies_on_still_runs_the_exit_functions():
+    """A job in the warm worker ends through ``warm._exit``, which runs the ``atexit`` functions
+    by CPython's private ``atexit._run_exitfuncs`` (no public call runs them without exiting):
+    an interpreter without it, or one where it no longer runs them, fails here by name."""
+    code = ("import atexit, os, sys\n"
+            "assert hasattr(atexit, '_run_exitfuncs'), 'atexit._run_exitfuncs is gone: warm._exit needs another way'\n"
+            "atexit.register(lambda: print('exit functions ran', flush=True))\n"
+            "atexit._run_exitfuncs()\n"
+            "os._exit(0)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "exit functions ran\n"
