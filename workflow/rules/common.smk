@@ -160,10 +160,23 @@ def model_sizes(exp):
 
 def requests(model):
     """resources: entries from a job's cost model (subaudit.pipeline.costs): its memory, runtime,
-    expected seconds and output size; ``model`` is a function of the job's wildcards, or the
-    requests themselves."""
-    get = model if callable(model) else (lambda wc: model)
-    return {key: (lambda wc, key=key: get(wc)[key]) for key in ("mem_mb", "runtime", "expected_s", "out_kb")}
+    expected seconds and output size; ``model`` is a function of the job's wildcards (evaluated
+    once per job, not once per entry), or the requests themselves."""
+    if not callable(model):
+        return {key: model[key] for key in REQUEST_KEYS}
+    done = {}
+
+    def get(wc):
+        key = tuple(wc.items())
+        if key not in done:
+            done[key] = model(wc)
+        return done[key]
+
+    return {key: (lambda wc, key=key: get(wc)[key]) for key in REQUEST_KEYS}
+
+
+#: The resources a cost model gives (subaudit.job_requests.job_request).
+REQUEST_KEYS = ("mem_mb", "runtime", "expected_s", "out_kb")
 
 
 def split_records(exp):

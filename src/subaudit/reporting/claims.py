@@ -34,6 +34,7 @@ import pandas as pd
 from scipy import stats
 
 from subaudit.reporting.tables import EPS_AR, EPS_GROUP, EPS_S, REPEATS, SPREAD, repeat_bounds
+from subaudit.reporting.compare import PRINTED
 
 __all__ = ["BASELINES", "CLAIMS", "CLAIM_SCORE", "FACTORS", "GAP_CASE", "INPUT_SCENARIOS", "LEVEL", "OPTIMISED",
            "PAPER_SCENARIOS", "STATUS_CODES", "Claim", "Evidence", "Verdict", "compare", "difference", "final_audits",
@@ -153,7 +154,9 @@ def _sign(interval: tuple[float, float, float]) -> str:
 
 def _interval(interval: tuple[float, float, float]) -> str:
     diff, lo, hi = interval
-    return f"{diff:.3g} [{lo:.3g}, {hi:.3g}]" if np.isfinite(lo) else f"{diff:.3g} (one repeat: no interval)"
+    if not np.isfinite(lo):
+        return f"{diff:{PRINTED}} (one repeat: no interval)"
+    return f"{diff:{PRINTED}} [{lo:{PRINTED}}, {hi:{PRINTED}}]"
 
 
 def final_audits(table: pd.DataFrame, estimator: str, panel: str = "q") -> pd.DataFrame:
@@ -174,7 +177,7 @@ def final_audits(table: pd.DataFrame, estimator: str, panel: str = "q") -> pd.Da
 
 
 def _fmt(x: float) -> str:
-    return "n/a" if not np.isfinite(x) else f"{x:.3g}"
+    return "n/a" if not np.isfinite(x) else f"{x:{PRINTED}}"
 
 
 def format_audit(audit: Mapping[str, Any], headline: str = "epsilon") -> str:
@@ -185,8 +188,8 @@ def format_audit(audit: Mapping[str, Any], headline: str = "epsilon") -> str:
     if not np.isfinite(eps):
         return "n/a"
     if int(audit["n_repeats"]) < 2:
-        return f"{eps:.3g} (1 repeat)"
-    return f"{eps:.3g} (repeats {audit['low']:.3g}–{audit['high']:.3g})"
+        return f"{eps:{PRINTED}} (1 repeat)"
+    return f"{eps:{PRINTED}} (repeats {audit['low']:{PRINTED}}–{audit['high']:{PRINTED}})"
 
 
 # --------------------------------------------------------------------------- the claims
@@ -233,7 +236,7 @@ def _group(ev: Evidence) -> tuple[str, str, dict[str, float]]:
                "min_group_over_substitute": float(ratio.min()),
                "max_group_over_substitute": float(ratio.max())}
     text = (f"eps_S(group) / eps_S(accountant) over {len(ratio)} (q, target) cells: "
-            f"{ratio.min():.3g} to {ratio.max():.3g}")
+            f"{ratio.min():{PRINTED}} to {ratio.max():{PRINTED}}")
     if (ratio > 1).all():
         return "supported", text, numbers
     return "refuted", text + f"; the accountant is not tighter in {int((ratio <= 1).sum())} cells", numbers
@@ -374,8 +377,8 @@ def _ratio(ev: Evidence) -> tuple[str, str, dict[str, float]]:
     numbers = {"large_q": q_max, "small_sigma": float(corner["sigma"]), "ratio_there": float(corner["ratio"]),
                "small_q": q_min, "large_sigma": float(far["sigma"]), "ratio_far": float(far["ratio"]),
                "cells_above_2": int((t["ratio"] > 2).sum())}
-    text = (f"ratio {corner['ratio']:.3g} at q = {q_max:g}, sigma = {corner['sigma']:g}; "
-            f"{far['ratio']:.3g} at q = {q_min:g}, sigma = {far['sigma']:g}; "
+    text = (f"ratio {corner['ratio']:{PRINTED}} at q = {q_max:g}, sigma = {corner['sigma']:g}; "
+            f"{far['ratio']:{PRINTED}} at q = {q_min:g}, sigma = {far['sigma']:g}; "
             f"{numbers['cells_above_2']} of {len(t)} cells above 2")
     if corner["ratio"] > 2 and far["ratio"] < corner["ratio"]:
         return "supported", text, numbers
@@ -431,7 +434,7 @@ def _optimised(ev: Evidence) -> tuple[str, str, dict[str, float]]:
         mean, lo, hi = paired_t(per[OPTIMISED] - per[b])
         numbers.update({f"{b}_mean": float(per[b].mean()), f"gain_over_{b}": mean,
                         f"gain_over_{b}_low": lo, f"gain_over_{b}_high": hi})
-        parts.append(f"over {b} {mean:.3g} [{lo:.3g}, {hi:.3g}]")
+        parts.append(f"over {b} {mean:{PRINTED}} [{lo:{PRINTED}}, {hi:{PRINTED}}]")
         above.append(lo > 0)
         below.append(hi < 0)
     reason = f"metagradient's gain per audit (95% t interval over {len(per)} audits): " + "; ".join(parts)
@@ -462,9 +465,9 @@ def _gap(ev: Evidence) -> tuple[str, str, dict[str, float]]:
                "cap": float(rows["perfect"].max()), "q": float(rows["sample_rate"].max())}
     reason = (f"{int(above.sum())} of {len(rows)} trainings at q = {numbers['q']:g} "
               f"(m = {int(rows['m'].max()):,} white-box canaries) have a valid bound above their eps_AR: bounds "
-              + ", ".join(f"{e:.3g}" for e in rows["epsilon"])
-              + f" against eps_AR {numbers['eps_AR']:.3g} (eps_S {numbers['eps_S']:.3g}, the most m canaries can "
-                f"show {numbers['cap']:.3g})")
+              + ", ".join(f"{e:{PRINTED}}" for e in rows["epsilon"])
+              + f" against eps_AR {numbers['eps_AR']:{PRINTED}} (eps_S {numbers['eps_S']:{PRINTED}}, the most m "
+                f"canaries can show {numbers['cap']:{PRINTED}})")
     return ("supported" if above.all() else "cannot tell"), reason, numbers
 
 

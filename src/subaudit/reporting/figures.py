@@ -25,6 +25,7 @@ from subaudit.estimation.procedures import bound_label  # noqa: E402
 from subaudit.scenarios import SCENARIOS  # noqa: E402
 from subaudit.scenarios.deep_canaries import DEEP_KINDS  # noqa: E402
 from subaudit.reporting.tables import CEILING, EPS_AR, EPS_GROUP, EPS_S, FINITE_R, deep_view  # noqa: E402
+from subaudit.reporting.compare import PRINTED  # noqa: E402
 
 _ACCOUNTING_STYLE = {
     EPS_S: dict(color="#1f77b4", linestyle="-", marker="o"),
@@ -176,7 +177,7 @@ def epsilon_vs_step(table: pd.DataFrame, title: str, panel: str = "q") -> plt.Fi
         sigma, delta = float(sub["sigma"].iloc[0]), float(sub["delta"].iloc[0])
         head = f"q = {value:g}" if panel == "q" else \
             f"{PANEL_LABELS[panel]} = {value:g}  (q = {float(sub['q'].iloc[0]):g})"
-        ax.set_title(f"{head}  (σ = {sigma:.3g}, δ = {delta:g})")
+        ax.set_title(f"{head}  (σ = {sigma:{PRINTED}}, δ = {delta:g})")
         ax.set_xlabel("training step t")
         ax.set_ylabel("ε at δ (privacy loss, nats)")
     handles, labels = axes[0][0].get_legend_handles_labels()
@@ -227,7 +228,7 @@ def epsilon_vs_runs(table: pd.DataFrame, title: str) -> plt.Figure:
         ax.set_xticks(ticks, [f"{int(t):,}" for t in ticks])
         ax.minorticks_off()
         sigma, step = float(sub["sigma"].iloc[0]), int(sub["step"].iloc[0])
-        ax.set_title(f"q = {q:g}  (σ = {sigma:.3g}, final step T = {step})")
+        ax.set_title(f"q = {q:g}  (σ = {sigma:{PRINTED}}, final step T = {step})")
         ax.set_xlabel("runs R' (half with z, half with z')")
         ax.set_ylabel("ε at δ (privacy loss, nats)")
     handles, labels = axes[0][0].get_legend_handles_labels()
@@ -377,7 +378,7 @@ def deep_one_run(table: pd.DataFrame, score: str, title: str) -> plt.Figure:
                           legend=False, jitter=False)   # seaborn jitters from numpy's global RNG
             _draw_caps(ax, sub, order, procedures)
             ax.set_title(f"{case}, {game} game ({sub['adjacency'].iloc[0]})\naccountant: eps_AR = "
-                         f"{sub['eps_add_remove'].mean():.3g}, eps_S = {sub['eps_substitute'].mean():.3g}")
+                         f"{sub['eps_add_remove'].mean():{PRINTED}}, eps_S = {sub['eps_substitute'].mean():{PRINTED}}")
             ax.set_xlabel("canary kind")
             ax.tick_params(axis="x", labelrotation=20)
             ax.set_ylabel("one-run lower bound on ε at δ (nats)")

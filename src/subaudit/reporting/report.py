@@ -24,6 +24,7 @@ from subaudit.estimation import ESTIMATORS, finite_r_ceiling
 from subaudit.reporting.figures import PANEL_LABELS
 from subaudit.scenarios import SCENARIOS
 from subaudit.reporting.tables import CEILING, EPS_AR, EPS_GROUP, EPS_S, deep_summary
+from subaudit.reporting.compare import PRINTED
 
 __all__ = ["FigureInfo", "Report", "build", "final_step_table", "to_html", "to_markdown"]
 
@@ -69,11 +70,11 @@ def final_step_table(table: pd.DataFrame, estimator: str, runs: int, delta: floa
         group, ceiling = cache[key]
         rows.append({PANEL_LABELS[panel]: f"{r[panel]:g}", "scenario": SCENARIOS[r["scenario"]].title,
                      f"audit ({estimator})": format_audit(r), "repeats": int(r["n_repeats"]),
-                     "runs": int(r["n_runs"]), "eps_AR": f"{r['eps_AR']:.3g}",
-                     "eps_S (accountant)": f"{r['eps_S']:.3g}",
-                     "eps_S (group privacy)": f"{group:.3g}",
-                     "final-iterate ceiling": f"{ceiling:.3g}",
-                     f"finite-R ceiling (R = {runs})": f"{finite:.3g}",
+                     "runs": int(r["n_runs"]), "eps_AR": f"{r['eps_AR']:{PRINTED}}",
+                     "eps_S (accountant)": f"{r['eps_S']:{PRINTED}}",
+                     "eps_S (group privacy)": f"{group:{PRINTED}}",
+                     "final-iterate ceiling": f"{ceiling:{PRINTED}}",
+                     f"finite-R ceiling (R = {runs})": f"{finite:{PRINTED}}",
                      "T": int(r["step"])})
     return pd.DataFrame(rows)
 
@@ -88,9 +89,9 @@ def _s1_table(table: pd.DataFrame, estimator: str) -> pd.DataFrame:
         au = audit.loc[(q, target)] if (q, target) in audit.index else None
         rows.append({"q": f"{q:g}", "target eps_S": f"{target:g}",
                      f"audit ({estimator})": format_audit(au) if au is not None else "n/a",
-                     "eps_AR": f"{a[EPS_AR]:.3g}", "eps_S (accountant)": f"{a[EPS_S]:.3g}",
-                     "eps_S (group privacy)": f"{a[EPS_GROUP]:.3g}",
-                     "final-iterate ceiling": f"{a[ceiling[0]]:.3g}" if ceiling else "n/a"})
+                     "eps_AR": f"{a[EPS_AR]:{PRINTED}}", "eps_S (accountant)": f"{a[EPS_S]:{PRINTED}}",
+                     "eps_S (group privacy)": f"{a[EPS_GROUP]:{PRINTED}}",
+                     "final-iterate ceiling": f"{a[ceiling[0]]:{PRINTED}}" if ceiling else "n/a"})
     return pd.DataFrame(rows)
 
 
@@ -103,7 +104,7 @@ def _runs_table(table: pd.DataFrame, estimator: str) -> pd.DataFrame:
         for _, r in d.sort_values("scenario").iterrows():
             row[r["scenario"]] = format_audit(r, "mean")
         ceil = finite[(finite["q"] == q) & (finite["runs"] == runs)]["epsilon"]
-        row[f"finite-R ceiling ({estimator})"] = f"{float(ceil.iloc[0]):.3g}" if len(ceil) else "n/a"
+        row[f"finite-R ceiling ({estimator})"] = f"{float(ceil.iloc[0]):{PRINTED}}" if len(ceil) else "n/a"
         rows.append(row)
     return pd.DataFrame(rows).sort_values(["q", "R'"], ascending=[False, True]) if rows else pd.DataFrame()
 
