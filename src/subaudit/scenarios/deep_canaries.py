@@ -58,9 +58,10 @@ CASES: dict[str, str] = {
            "gap in one training",
 }
 #: What a case may choose for its own trainings instead of the deep phase's (``deep.cases.<case>``
-#: beside its training settings): which kinds and games it audits, how many repeats, and its
-#: gradient canaries and their scores.
-CASE_SELECTIONS: tuple[str, ...] = ("kinds", "games", "repeats", "gradient_canaries", "gradient_scores")
+#: beside its training settings): which kinds and games it audits, how many repeats (of the
+#: white-box kinds' own trainings too), and its gradient canaries and their scores.
+CASE_SELECTIONS: tuple[str, ...] = ("kinds", "games", "repeats", "white_box_repeats", "gradient_canaries",
+                                    "gradient_scores")
 #: A case's DP-SGD settings (:class:`subaudit.integrations.deep.Training`).
 #: Arithmetic of the deep phase's DP trainings (params.yaml ``deep.precision``). A GPU's rate
 #: grows with the narrower ones; the audit stays valid (the noise and clipping are Opacus',
@@ -89,13 +90,17 @@ def case_training(deep: Mapping[str, Any], case: str) -> dict[str, Any]:
 
 def case_audits(deep: Mapping[str, Any]) -> list[tuple[str, str, str, int]]:
     """Every training of the deep phase as (case, game, group, repeat): per case its games,
-    its trainings' groups (``deep.trainings`` over its kinds) and its repeats."""
+    its trainings' groups (``deep.trainings`` over its kinds) and its repeats: a training that
+    holds only white-box canaries repeats ``white_box_repeats`` times (null: ``repeats``)."""
     out = []
     for case in deep["cases"]:
         sel = case_setting(deep, case)
-        groups = training_groups(sel["kinds"], deep["trainings"])
-        out += [(case, game, group, repeat) for game in sel["games"] for group in groups
-                for repeat in range(int(sel["repeats"]))]
+        for game in sel["games"]:
+            for group in training_groups(sel["kinds"], deep["trainings"]):
+                repeats = sel["repeats"]
+                if sel["white_box_repeats"] is not None and group_canaries(group, sel["kinds"]) == ([], True):
+                    repeats = sel["white_box_repeats"]
+                out += [(case, game, group, repeat) for repeat in range(int(repeats))]
     return out
 
 
