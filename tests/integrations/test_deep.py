@@ -90,7 +90,7 @@ def test_an_audit_jobs_slurm_resources_grow_with_its_training():
     """Minutes: 10 + 3 x examples / (rate x reference pixels / pixels) / 60, rounded up; memory
     on the CPU: 3,000 MB + 12 bytes x parameters (scaled to the input) x physical batch."""
     case = {"steps": 400, "batch": 256, "augmentations": 1}
-    selections = {"kinds": ["random", "gradient"], "games": ["membership"], "repeats": 1,
+    selections = {"kinds": ["random", "gradient"], "games": ["membership"], "repeats": 1, "white_box_repeats": None,
                   "gradient_canaries": 1000, "gradient_scores": ["update"], "canaries": 100}
     deep_params = {"network": "sample-convnet", "physical_batch": None, "cases": {"scratch": case}, **selections}
     cpu = audit_job_resources(deep_params, "scratch", "cpu", (28, 28))
@@ -198,7 +198,7 @@ def test_the_cost_counts_every_training():
     steps x batch x augmentations."""
     d = {"games": ["membership", "substitute"], "repeats": 3, "kinds": ["random", "gradient", "mislabeled"],
          "cases": {"scratch": {"steps": 5, "batch": 7, "augmentations": 2}, "finetune": {"steps": 11, "batch": 13}},
-         "trainings": "together", "gradient_canaries": 10, "gradient_scores": ["update"]}
+         "trainings": "together", "gradient_canaries": 10, "gradient_scores": ["update"], "white_box_repeats": None}
     assert deep.audit_examples(d) == {"scratch": 2 * 3 * 5 * 7 * 2, "finetune": 2 * 3 * 11 * 13}
     d["trainings"] = "each"
     assert deep.audit_examples(d) == {"scratch": 3 * 2 * 3 * 5 * 7 * 2, "finetune": 3 * 2 * 3 * 11 * 13}
@@ -207,24 +207,37 @@ def test_the_cost_counts_every_training():
     # a case that chooses its own kinds, games and repeats counts its own trainings
     d["cases"]["gap"] = {"steps": 17, "batch": 19, "kinds": ["gradient"], "games": ["substitute"], "repeats": 2}
     assert deep.audit_examples(d)["gap"] == 1 * 1 * 2 * 17 * 19
+    # the white-box trainings repeat white_box_repeats times; a gradient-only case's one training
+    # holds every kind it audits (group "all"), so it keeps its repeats
+    d["white_box_repeats"] = 1
+    assert deep.audit_examples(d) == {"scratch": 2 * (3 + 1) * 5 * 7 * 2, "finetune": 2 * (3 + 1) * 11 * 13,
+                                      "gap": 1 * 1 * 2 * 17 * 19}
 
 
 def test_a_case_chooses_its_own_selections():
     """case_setting: a case's own kinds, games, repeats and gradient canaries where it names them,
-    the deep phase's otherwise; case_audits lists every training once; case_training keeps the
-    DP-SGD settings only."""
+    the deep phase's otherwise; case_audits lists every training once, the white-box trainings
+    white_box_repeats times; case_training keeps the DP-SGD settings only."""
     from subaudit.scenarios.deep_canaries import case_audits, case_setting, case_training
 
     d = {"kinds": ["random", "gradient"], "games": ["membership", "substitute"], "repeats": 2,
          "trainings": "white-box-apart", "gradient_canaries": 100, "gradient_scores": ["update"],
-         "cases": {"scratch": {"steps": 3, "batch": 4},
+         "white_box_repeats": None, "cases": {"scratch": {"steps": 3, "batch": 4},
                    "gap": {"steps": 5, "batch": 6, "kinds": ["gradient"], "games": ["substitute"], "repeats": 1,
                            "gradient_canaries": 300, "gradient_scores": ["residual"]}}}
     assert case_setting(d, "scratch") == {"kinds": ["random", "gradient"], "games": ["membership", "substitute"],
-                                          "repeats": 2, "gradient_canaries": 100, "gradient_scores": ["update"]}
+                                          "repeats": 2, "white_box_repeats": None, "gradient_canaries": 100,
+                                          "gradient_scores": ["update"]}
     assert case_setting(d, "gap")["gradient_canaries"] == 300 and case_training(d, "gap") == {"steps": 5, "batch": 6}
     assert case_audits(d) == [("scratch", g, group, r) for g in ("membership", "substitute")
                               for group in ("inputs", "gradient") for r in (0, 1)] + [("gap", "substitute", "all", 0)]
+    d["white_box_repeats"] = 1                      # the gradient canaries' own trainings once per game
+    d["cases"]["finetune"] = {"steps": 3, "batch": 4, "white_box_repeats": 3}   # a case's own choice
+    assert case_audits(d) == [("scratch", g, group, r) for g in ("membership", "substitute")
+                              for group, n in (("inputs", 2), ("gradient", 1)) for r in range(n)] + \
+        [("gap", "substitute", "all", 0)] + \
+        [("finetune", g, group, r) for g in ("membership", "substitute")
+         for group, n in (("inputs", 2), ("gradient", 3)) for r in range(n)]
 
 
 def test_optimised_canaries_are_made_with_fixed_threads_whatever_the_process_has(data, monkeypatch):

@@ -239,7 +239,7 @@ def test_paper_preset_lists_the_deep_network_audits(tmp_path):
     out = paper_dry_run()
     counts = dict(re.findall(r"^(deep_\w+)\s+(\d+)$", out, flags=re.M))
     assert counts == {"deep_canaries": "1", "deep_pretrain": "1", "deep_audit": str(2 * 2 * 5 * 4 + 1),
-                      "deep_figure": "1"}
+                      "deep_bounds": str(2 * 2 * 5 * 4 + 1), "deep_figure": "1"}
     assert "results/deep/audits/gap_substitute_gradient_0.npz" in out   # the gap case's one training
     for case in ("scratch", "finetune"):
         for game in ("membership", "substitute"):
@@ -306,13 +306,13 @@ def test_presets_that_select_plan_nothing_of_what_they_leave_out(tmp_path):
     deep_figure = ("--", "results/figures/deep-one-run.png")   # the deep phase's jobs only
     table2 = paper_dry_run("presets/table2.yaml", *deep_figure)
     assert deep_jobs(table2) == {"deep_canaries": "1", "deep_pretrain": "1", "deep_audit": str(2 * 5 * 3),
-                                 "deep_figure": "1"}
+                                 "deep_bounds": str(2 * 5 * 3), "deep_figure": "1"}
     audits = set(re.findall(r"results/deep/audits/(\w+?)_\d+\.npz", table2))
     assert audits == {f"{case}_membership_{kind}" for case in ("scratch", "finetune")
                       for kind in ("random", "mislabeled", "metagradient")}
     assert "gap" not in " ".join(re.findall(r"case=\w+", table2))
     sliced = paper_dry_run("presets/table2-slice.yaml", *deep_figure)
-    assert deep_jobs(sliced) == {"deep_canaries": "1", "deep_audit": "4", "deep_figure": "1"}
+    assert deep_jobs(sliced) == {"deep_canaries": "1", "deep_audit": "4", "deep_bounds": "4", "deep_figure": "1"}
     assert set(re.findall(r"results/deep/audits/(\w+)\.npz", sliced)) == {f"scratch_membership_all_{r}"
                                                                           for r in range(4)}
     no_text = tmp_path / "no-text.yaml"         # over the default: its three experiments

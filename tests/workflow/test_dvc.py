@@ -109,7 +109,7 @@ def test_a_run_is_versioned_pushed_and_restored(tiny_run, tmp_path, repo_root):
     assert job_counts(clone) == {"all": 1, "estimate_s1": 2, "estimate_natural": 24,
                                  "epsilon_vs_target": 1, "epsilon_vs_step": 3, "one_run": 2,
                                  "one_run_figure": 1, "ablation_figure": 3, "runs_figure": 1,
-                                 "deep_figure": 1, "report": 1}
+                                 "deep_bounds": 5, "deep_figure": 1, "report": 1}
 
     # a pull that misses one object (an intermediate score file, whose consumers Snakemake
     # finds up to date): dvc repro fails naming it and records nothing

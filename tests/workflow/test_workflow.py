@@ -238,7 +238,7 @@ def test_param_change_reruns_only_dependent_jobs(tiny_copy):
         assert job_counts(workdir) == {"all": 1, "estimate_s1": 2, "estimate_natural": 24,
                                        "epsilon_vs_target": 1, "epsilon_vs_step": 3,
                                        "one_run": 2, "one_run_figure": 1, "ablation_figure": 3,
-                                       "runs_figure": 1, "deep_figure": 1, "report": 1}
+                                       "runs_figure": 1, "deep_bounds": 5, "deep_figure": 1, "report": 1}
 
         params["alpha"] = 0.05
         params["ratio_grid"]["noise_multipliers"] = [3.0, 7.0]

@@ -28,6 +28,7 @@ if DEEP["source"] is not None:  # null: no deep-network audits
                    for case, game, group, repeat in DEEP_TRAININGS]
 
     localrules:
+        deep_bounds,
         deep_figure,
 
     rule deep_canaries:
@@ -133,11 +134,35 @@ if DEEP["source"] is not None:  # null: no deep-network audits
         script:
             "../scripts/deep_audit.py"
 
-    rule deep_figure:
-        """Every audit's bounds by each procedure beside the accountant's epsilon of its
-        training, drawn like Table 2 of the canary-optimisation paper."""
+    rule deep_bounds:
+        """One audit's bounds by each procedure beside the accountant's epsilon of its training:
+        computed as soon as its training ends (the DP-SGD curve's search takes seconds), so the
+        figure only draws."""
         input:
-            DEEP_AUDITS,
+            "results/deep/audits/{audit}.npz",
+        output:
+            "results/deep/bounds/{audit}.json",
+        params:
+            procedures=DEEP["procedures"],
+            family=DEEP["family"],
+            white_box_families=DEEP["white_box_families"],
+            bonferroni=DEEP["bonferroni"],
+            delta=config["delta"],
+            alpha=config["alpha"],
+        log:
+            "logs/deep/bounds_{audit}.log",
+        resources:
+            mem_mb=2000,
+            runtime=10,
+        conda:
+            "../envs/subaudit.yaml"
+        script:
+            "../scripts/deep_bounds.py"
+
+    rule deep_figure:
+        """Every audit's bounds, drawn like Table 2 of the canary-optimisation paper."""
+        input:
+            [a.replace("/audits/", "/bounds/").replace(".npz", ".json") for a in DEEP_AUDITS],
         output:
             png=report("results/figures/{name}.png", caption="../report/figure.rst", category="Figures"),
             pdf="results/figures/{name}.pdf",
@@ -148,12 +173,6 @@ if DEEP["source"] is not None:  # null: no deep-network audits
             source=DEEP["source"],
             network=DEEP["network"],
             score=DEEP["scores"][0],
-            procedures=DEEP["procedures"],
-            family=DEEP["family"],
-            white_box_families=DEEP["white_box_families"],
-            bonferroni=DEEP["bonferroni"],
-            delta=config["delta"],
-            alpha=config["alpha"],
         log:
             "logs/figures/{name}.log",
         resources:

@@ -90,15 +90,17 @@ def case_training(deep: Mapping[str, Any], case: str) -> dict[str, Any]:
 
 def case_audits(deep: Mapping[str, Any]) -> list[tuple[str, str, str, int]]:
     """Every training of the deep phase as (case, game, group, repeat): per case its games,
-    its trainings' groups (``deep.trainings`` over its kinds) and its repeats: a training that
-    holds only white-box canaries repeats ``white_box_repeats`` times (null: ``repeats``)."""
+    its trainings' groups (``deep.trainings`` over its kinds) and its repeats: a white-box
+    kind's training apart from the input kinds' repeats ``white_box_repeats`` times (null:
+    ``repeats``); a case that audits white-box kinds only keeps its ``repeats``."""
     out = []
     for case in deep["cases"]:
         sel = case_setting(deep, case)
         for game in sel["games"]:
             for group in training_groups(sel["kinds"], deep["trainings"]):
                 repeats = sel["repeats"]
-                if sel["white_box_repeats"] is not None and group_canaries(group, sel["kinds"]) == ([], True):
+                apart = group != ALL and group_canaries(group, sel["kinds"]) == ([], True)
+                if apart and sel["white_box_repeats"] is not None:
                     repeats = sel["white_box_repeats"]
                 out += [(case, game, group, repeat) for repeat in range(int(repeats))]
     return out
