@@ -229,6 +229,8 @@ def test_a_case_chooses_its_own_selections():
                                           "repeats": 2, "white_box_repeats": None, "gradient_canaries": 100,
                                           "gradient_scores": ["update"]}
     assert case_setting(d, "gap")["gradient_canaries"] == 300 and case_training(d, "gap") == {"steps": 5, "batch": 6}
+    # a preset takes a case's choice back by nulling it (Snakemake merges the case's mapping key by key)
+    assert case_setting({**d, "cases": {"gap": {**d["cases"]["gap"], "kinds": None}}}, "gap")["kinds"] == d["kinds"]
     assert case_audits(d) == [("scratch", g, group, r) for g in ("membership", "substitute")
                               for group in ("inputs", "gradient") for r in (0, 1)] + [("gap", "substitute", "all", 0)]
     d["white_box_repeats"] = 1                      # the gradient canaries' own trainings once per game

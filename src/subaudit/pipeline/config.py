@@ -254,7 +254,7 @@ def _check_deep(params: Mapping[str, Any], source: str) -> None:
         if name not in CASES:
             raise _invalid(source, f"deep.cases.{name}", name, "cases named " + ", ".join(CASES))
         for key, allowed in (("kinds", deep["kinds"]), ("games", GAMES)):
-            for i, value in enumerate(case.get(key, ())):
+            for i, value in enumerate(case.get(key) or ()):
                 if value not in allowed:
                     raise _invalid(source, f"deep.cases.{name}.{key}[{i}]", value, "one of " + ", ".join(allowed))
     meta = deep["metagradient"]

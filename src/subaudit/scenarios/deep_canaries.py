@@ -76,10 +76,11 @@ TRAINING_KEYS: tuple[str, ...] = ("steps", "batch", "lr", "momentum", "noise_mul
 
 
 def case_setting(deep: Mapping[str, Any], case: str) -> dict[str, Any]:
-    """What ``case`` audits (:data:`CASE_SELECTIONS`): the case's own choice where it makes one,
-    else the deep phase's (``deep`` is params.yaml's ``deep``)."""
+    """What ``case`` audits (:data:`CASE_SELECTIONS`): the case's own choice where it makes one
+    (not null: a preset nulls a choice it takes back), else the deep phase's (``deep`` is
+    params.yaml's ``deep``)."""
     own = deep["cases"][case]
-    return {key: own.get(key, deep[key]) for key in CASE_SELECTIONS}
+    return {key: deep[key] if own.get(key) is None else own[key] for key in CASE_SELECTIONS}
 
 
 def case_training(deep: Mapping[str, Any], case: str) -> dict[str, Any]:
