@@ -67,7 +67,8 @@ def test_plan_on_the_default_from_the_command_line():
     assert out["total"]["gpu_hours"] == 0 and out["total"]["cpu_hours"] == pytest.approx(
         sum(r["cpu_hours"] for r in out["rules"]))
     local = {r["rule"] for r in out["rules"] if r["local"]}
-    assert {"acquire", "estimate_natural", "report", "deep_bounds", "deep_figure", "reconstruction"} <= local  # if-blocks too
+    assert {"acquire", "estimate_natural", "report", "deep_bounds", "deep_figure",
+            "reconstruction"} <= local  # if-blocks too
     assert "train_shard" not in local
 
 

@@ -26,6 +26,8 @@ if DEEP["source"] is not None:  # null: no deep-network audits
     DEEP_PRETRAIN_RESOURCES = pretrain_job_resources(DEEP, NAT["device"], SOURCES[DEEP["source"]].shape)
     DEEP_AUDITS = [f"results/deep/audits/{case}_{game}_{group}_{repeat}.npz"
                    for case, game, group, repeat in DEEP_TRAININGS]
+    DEEP_BOUNDS = [f"results/deep/bounds/{case}_{game}_{group}_{repeat}.json"
+                   for case, game, group, repeat in DEEP_TRAININGS]
 
     localrules:
         deep_bounds,
@@ -162,7 +164,7 @@ if DEEP["source"] is not None:  # null: no deep-network audits
     rule deep_figure:
         """Every audit's bounds, drawn like Table 2 of the canary-optimisation paper."""
         input:
-            [a.replace("/audits/", "/bounds/").replace(".npz", ".json") for a in DEEP_AUDITS],
+            DEEP_BOUNDS,
         output:
             png=report("results/figures/{name}.png", caption="../report/figure.rst", category="Figures"),
             pdf="results/figures/{name}.pdf",
