@@ -291,10 +291,13 @@ def test_deep_cost_counts_the_examples_of_params_yaml(tmp_path):
 
     deep = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())["deep"]
     out = cli_json("deep-cost", "--device", "cpu", "--batch", "16", "--steps", "1")
-    assert deep["trainings"] == "white-box-apart"   # two trainings an audit: the input kinds', the gradient's
-    audits = len(deep["games"]) * deep["repeats"] * 2
+    assert deep["trainings"] == "white-box-apart"   # the input kinds' trainings, the gradient's apart
+    games, repeats, white = len(deep["games"]), deep["repeats"], deep["white_box_repeats"]
+    trainings = {"scratch": games * repeats,        # the scratch case audits the input kinds only
+                 "finetune": games * (repeats + white)}
+    assert "gradient" not in deep["cases"]["scratch"]["kinds"] and "kinds" not in deep["cases"]["finetune"]
     gap = deep["cases"]["gap"]                      # its own game, kind and repeat: one training
-    assert out["examples"] == {**{c: audits * v["steps"] * v["batch"] * v["augmentations"]
+    assert out["examples"] == {**{c: trainings[c] * v["steps"] * v["batch"] * v["augmentations"]
                                   for c, v in deep["cases"].items() if c != "gap"},
                                "gap": gap["steps"] * gap["batch"]}
     assert out["examples_per_second"] > 0 and out["hours"] == pytest.approx(
@@ -305,8 +308,8 @@ def test_deep_cost_counts_the_examples_of_params_yaml(tmp_path):
     extra.write_text(yaml.safe_dump({"deep": {"repeats": 7, "cases": {"scratch": {"steps": 10}}}}))
     out = cli_json("deep-cost", "--device", "cpu", "--batch", "16", "--steps", "1", "--configfile", str(extra))
     games, cases = len(deep["games"]), deep["cases"]
-    assert out["examples"] == {"scratch": games * 7 * 2 * 10 * cases["scratch"]["batch"],
-                               "finetune": games * 7 * 2 * cases["finetune"]["steps"] * cases["finetune"]["batch"],
+    assert out["examples"] == {"scratch": games * 7 * 10 * cases["scratch"]["batch"],
+                               "finetune": games * (7 + white) * cases["finetune"]["steps"] * cases["finetune"]["batch"],
                                "gap": gap["steps"] * gap["batch"]}
     # the Table 2 preset: every augmented view (16 per record) is a pass of WRN-16-4, and each
     # of the 4 kinds has its own training (deep.trainings: each)

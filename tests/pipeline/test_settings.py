@@ -77,6 +77,14 @@ def test_grid_is_the_base_grid_then_new_variations():
     with pytest.raises(ParameterError, match="variations.experiments"):
         S.grid(EXPERIMENTS, ["S2"], target_epsilon=4.0, runs=256, repeats=1,
                variations=[{"experiments": ["audio"]}])
+    # an experiment that names its scenarios audits those of the list only, in the list's order;
+    # null audits all
+    own = {**EXPERIMENTS, "tab": {**EXPERIMENTS["tab"], "scenarios": ["S3"]}}
+    some = S.grid(own, ["S2", "S3"], target_epsilon=4.0, runs=256, repeats=1)
+    assert {(s.experiment, s.scenario) for s in some} == {("image", "S2"), ("image", "S3"), ("tab", "S3")}
+    assert S.grid({**own, "tab": {**own["tab"], "scenarios": None}}, ["S2", "S3"], target_epsilon=4.0,
+                  runs=256, repeats=1) == S.grid(EXPERIMENTS, ["S2", "S3"], target_epsilon=4.0, runs=256,
+                                                 repeats=1)
 
 
 def test_ablations_vary_one_knob_at_its_q_and_reuse_the_base_audit():

@@ -155,13 +155,18 @@ def _check_natural(params: Mapping[str, Any], source: str) -> None:
     experiments = natural["experiments"]
     for name, exp in experiments.items():
         key = f"natural.experiments.{name}"
-        if "S7" in natural["scenarios"] and len(exp["hidden"]) > 1:
+        for i, scenario in enumerate(exp.get("scenarios") or ()):
+            if scenario not in natural["scenarios"]:
+                raise _invalid(source, f"{key}.scenarios[{i}]", scenario,
+                               "one of natural.scenarios: " + ", ".join(natural["scenarios"]))
+        audited = exp.get("scenarios") or natural["scenarios"]
+        if "S7" in audited and len(exp["hidden"]) > 1:
             raise _invalid(source, f"{key}.hidden", exp["hidden"],
-                           "[] or one hidden layer while natural.scenarios has S7 (its trap units "
+                           "[] or one hidden layer while it audits S7 (its trap units "
                            "sit in the first of one hidden layer)")
-        if "S6" in natural["scenarios"] and natural["s6_objective"] == "linearised" and exp["hidden"]:
+        if "S6" in audited and natural["s6_objective"] == "linearised" and exp["hidden"]:
             raise _invalid(source, "natural.s6_objective", natural["s6_objective"],
-                           f"unrolled while natural.scenarios has S6 and {key} has hidden layers "
+                           f"unrolled while {key} audits S6 and has hidden layers "
                            "(the linearised objective is for linear heads)")
         if exp.get("s5_pool", 0) > exp["n_aux"]:
             raise _invalid(source, f"{key}.s5_pool", exp["s5_pool"],

@@ -269,7 +269,8 @@ def expand(experiments: Mapping[str, Mapping[str, Any]], scenarios: Sequence[str
     """The settings of one variation: the product of its knob lists (``sampling_rates``,
     ``clip``, ``steps``, ``every``, ``lr``, ``target_epsilon``, ``runs``; the experiment's
     value where it gives none) over its ``experiments``, ``scenarios`` and ``repeats``
-    (default: all experiments, ``scenarios``, ``repeats``)."""
+    (default: all experiments, ``scenarios``, ``repeats``), each experiment's among the
+    scenarios it audits (its own ``scenarios``; absent or null: all)."""
     out: list[Setting] = []
     for exp in variation.get("experiments", list(experiments)):
         if exp not in experiments:
@@ -277,7 +278,8 @@ def expand(experiments: Mapping[str, Mapping[str, Any]], scenarios: Sequence[str
         base = {**experiments[exp], "target_epsilon": target_epsilon, "runs": runs}
         lists = {name: list(variation.get(src, base[src] if name == "q" else [base[src]]))
                  for name, src in VARIABLE.items()}
-        for scenario in variation.get("scenarios", scenarios):
+        own = experiments[exp].get("scenarios") or scenarios
+        for scenario in variation.get("scenarios", [s for s in scenarios if s in own]):
             for combo in itertools.product(*lists.values(), range(variation.get("repeats", repeats))):
                 knobs = dict(zip([*lists, "repeat"], combo))
                 out.append(Setting(experiment=exp, scenario=scenario, **_typed(knobs)))
