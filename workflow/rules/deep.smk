@@ -24,8 +24,7 @@ if DEEP["source"] is not None:  # null: no deep-network audits
                             for case in DEEP["cases"]}   # runtime and memory from the setting
     DEEP_CANARIES_RESOURCES = canaries_job_resources(DEEP, SOURCES[DEEP["source"]].shape, NAT["device"])
     DEEP_PRETRAIN_RESOURCES = pretrain_job_resources(DEEP, NAT["device"], SOURCES[DEEP["source"]].shape)
-    DEEP_AUDITS = [f"results/deep/audits/{case}_{game}_{group}_{repeat}.npz"
-                   for case, game, group, repeat in DEEP_TRAININGS]
+    # each audit's bounds (deep_bounds) from its training's scores (deep_audit)
     DEEP_BOUNDS = [f"results/deep/bounds/{case}_{game}_{group}_{repeat}.json"
                    for case, game, group, repeat in DEEP_TRAININGS]
 
