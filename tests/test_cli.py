@@ -307,9 +307,9 @@ def test_deep_cost_counts_the_examples_of_params_yaml(tmp_path):
     extra = tmp_path / "more.yaml"
     extra.write_text(yaml.safe_dump({"deep": {"repeats": 7, "cases": {"scratch": {"steps": 10}}}}))
     out = cli_json("deep-cost", "--device", "cpu", "--batch", "16", "--steps", "1", "--configfile", str(extra))
-    games, cases = len(deep["games"]), deep["cases"]
-    assert out["examples"] == {"scratch": games * 7 * 10 * cases["scratch"]["batch"],
-                               "finetune": games * (7 + white) * cases["finetune"]["steps"] * cases["finetune"]["batch"],
+    games, scratch, finetune = len(deep["games"]), deep["cases"]["scratch"], deep["cases"]["finetune"]
+    assert out["examples"] == {"scratch": games * 7 * 10 * scratch["batch"],
+                               "finetune": games * (7 + white) * finetune["steps"] * finetune["batch"],
                                "gap": gap["steps"] * gap["batch"]}
     # the Table 2 preset: every augmented view (16 per record) is a pass of WRN-16-4, and each
     # of the 4 kinds has its own training (deep.trainings: each)
