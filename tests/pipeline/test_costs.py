@@ -66,9 +66,11 @@ def test_every_model_is_its_seconds_with_the_margin():
     eff = BACKBONES["efficientnet-lite0"]
     assert costs.features_job_resources("efficientnet-lite0", 1000, 112, "cpu", 784)["expected_s"] == \
         -(-1000 * eff.macs / 4 / eff.cpu_macs_per_s // 1)       # a quarter of the pixels at 112 px
-    holds(costs.simulate_s1_job_resources(15, 25_000, [250, 500]), 15 * 50_000 * 750 * 8e-8,
+    holds(costs.simulate_s1_job_resources(15, 25_000, [250, 500], 0.25), 15 * 50_000 * 750 * 8e-8,
           2000 + 8 * 50_000 * (15 * 2 + 4) / 2**20, 15 * 50_000 * (2 * 8 + 9))
-    holds(costs.accounting_job_resources(1, 40), 0.4 * (40 + 40), 2000, 0)
+    holds(costs.simulate_s1_job_resources(15, 25_000, [250, 500], 1.0), 15 * 50_000 * 2 * 8e-8,   # closed form
+          2000 + 8 * 50_000 * (15 * 2 + 4) / 2**20, 15 * 50_000 * (2 * 8 + 9))
+    holds(costs.accounting_job_resources(1, 40), 0.15 * (12 + 40), 2000, 0)
     holds(costs.reference_job_resources((600, 128, 100), 50_000, 0.25, 2500, 110_000 * 600),
           2500 * model_step_seconds((600, 128, 100), 12_501, "cpu"), 2000 + 2 * 4 * 110_000 * 600 / 2**20,
           4 * model_parameters((600, 128, 100)))
@@ -134,3 +136,33 @@ def test_s6_crafting_work_is_what_it_trains():
     paper = costs.craft_job_resources(work(o, 2500, 50_000, (600, 128, 100)), (600, 128, 100), 50_000,
                                          110_000 * 600)
     assert paper["mem_mb"] > 2**20 and paper["runtime"] > 24 * 60
+
+
+@pytest.mark.parametrize("n, d, optimizer, trap", [(500, 1280, "sgd", False), (1000, 1280, "sgd", False),
+                                                   (500, 1280, "adam", False), (500, 1280, "sgd", True),
+                                                   (300, 384, "sgd", False)])
+def test_the_trained_parameters_are_the_engines_basis(n, d, optimizer, trap):
+    """costs.trained_parameters (read while Snakemake parses, without torch) counts what the
+    engine's choice of basis trains (subaudit.engine.span.choose_basis, 'auto'): a linear head
+    by SGD in the span of its records and an input canary, scored by its logit difference,
+    where that has at most SPAN_BELOW of its inputs; with Adam, a trap canary (S7) or a span too
+    large, every parameter."""
+    import torch
+
+    from subaudit.engine import MLP, DPConfig, InputCanary, Records
+    from subaudit.engine.span import SPAN_BELOW, choose_basis
+
+    assert costs.SPAN_BELOW == SPAN_BELOW
+    g = torch.Generator().manual_seed(0)
+    model, k = MLP((d, 10)), 10
+    data = Records(torch.randn(n, d, generator=g), torch.randint(0, k, (n,), generator=g))
+    canary = InputCanary(torch.randn(2, d, generator=g), torch.tensor([1, 2]),
+                         trap=((0, torch.tensor([0]), torch.tensor([0.5])),) if trap else ())
+    dp = DPConfig(steps=10, sampling_rate=1.0, noise_multiplier=1.0, clip=1.0, lr=0.1, optimizer=optimizer)
+    basis = choose_basis("auto", model, data, canary, dp)
+    modelled = costs.trained_parameters((d, k), n, optimizer, span=not trap)
+    if basis is None:
+        assert modelled == model.num_params
+    else:
+        assert basis.shape[1] <= n + costs.SPAN_EXTRA_ROWS
+        assert modelled == (n + costs.SPAN_EXTRA_ROWS + 1) * k

@@ -195,14 +195,18 @@ def checkpoint_scores(wc, v):
     return len(checkpoints(int(v["steps"]), int(v.get("every", v["steps"]))))
 
 
-def training_request(runs, records=lambda wc, v: int(v["n_train"]), scores=checkpoint_scores):
+def training_request(runs, records=lambda wc, v: int(v["n_train"]), scores=checkpoint_scores, span=lambda wc: True):
     """A training job's cost model (subaudit.pipeline.costs): ``runs(wc)`` runs of the job's
-    setting (on ``records`` records) on natural.device, within natural.memory_mb, ``scores`` a run."""
+    setting (on ``records`` records) on natural.device, within natural.memory_mb, ``scores`` a run;
+    ``span(wc)``: whether a linear head may train in its records' span (no trap canary, nothing
+    that needs the full parameters: costs.trained_parameters)."""
 
     def request(wc):
         v = values(wc)
-        return costs.training_job_resources(model_sizes(wc.exp), records(wc, v), float(v["q"]), runs(wc),
-                                            int(v["steps"]), NAT["device"], NAT["memory_mb"], scores(wc, v))
+        sizes, n = model_sizes(wc.exp), records(wc, v)
+        return costs.training_job_resources(sizes, n, float(v["q"]), runs(wc), int(v["steps"]), NAT["device"],
+                                            NAT["memory_mb"], scores(wc, v),
+                                            costs.trained_parameters(sizes, n, v["optimizer"], span(wc)))
 
     return request
 
@@ -234,7 +238,8 @@ def features_request(wc):
 
 def s1_request(wc):
     """The S1 simulations of one q (subaudit.pipeline.costs.simulate_s1_job_resources)."""
-    return costs.simulate_s1_job_resources(len(s1_values(wc.q)), S1["runs_per_world"], S1_CHECKPOINTS)
+    return costs.simulate_s1_job_resources(len(s1_values(wc.q)), S1["runs_per_world"], S1_CHECKPOINTS,
+                                          float(wc.q))
 
 
 def s1_calibration_request(wc):
@@ -253,9 +258,21 @@ def grid_row_request(wc):
     return costs.accounting_job_resources(0, 2 * len(GRID["noise_multipliers"]))
 
 
+def world_runs(wc, bit):
+    """The runs of [lo, hi) in one world: with z (``bit`` 1, even indices) or z' (0, odd)."""
+    lo, hi = int(wc.lo), int(wc.hi)
+    return len(range(lo + (lo % 2 if bit else 1 - lo % 2), hi, 2))
+
+
 def shard_runs(wc):
-    """The runs a shard trains."""
-    return int(wc.hi) - int(wc.lo)
+    """The runs a shard trains: those with z' where train_target trains its runs with z (for
+    several scenarios at once), else all."""
+    return world_runs(wc, 0) if wc.scenario in target_group(wc) else int(wc.hi) - int(wc.lo)
+
+
+def target_runs(wc):
+    """The runs train_target trains: those with z."""
+    return world_runs(wc, 1)
 
 
 def nat_shards(runs):

@@ -95,7 +95,7 @@ rule train_target:
     benchmark:
         "logs/benchmarks/natural/{exp}/train_target_{key}_runs{lo}-{hi}.tsv"
     resources:
-        **requests(training_request(shard_runs)),
+        **requests(training_request(target_runs)),
         gpu=GPUS,
     conda:
         "../envs/subaudit.yaml"
@@ -132,7 +132,7 @@ rule train_shard:
     benchmark:
         "logs/benchmarks/natural/{exp}/train_{scenario}_{key}_runs{lo}-{hi}.tsv"
     resources:
-        **requests(training_request(shard_runs)),
+        **requests(training_request(shard_runs, span=lambda wc: SCENARIOS[wc.scenario].span)),
         gpu=GPUS,
     conda:
         "../envs/subaudit.yaml"
@@ -191,7 +191,7 @@ rule utility:
     benchmark:
         "logs/benchmarks/natural/{exp}/utility_{scenario}_{key}.tsv"
     resources:
-        **requests(training_request(lambda wc: 2 * NAT["utility_runs"])),
+        **requests(training_request(lambda wc: 2 * NAT["utility_runs"], span=lambda wc: False)),  # test accuracy: in full
         gpu=GPUS,
     conda:
         "../envs/subaudit.yaml"

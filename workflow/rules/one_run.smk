@@ -10,7 +10,7 @@ localrules:
 # A job's trainings for its requests: repeats, each on the training set and the m canaries, with
 # both members of each pair scored.
 ONE_RUN_TRAINING = (lambda wc: ONE["repeats"], lambda wc, v: int(v["n_train"]) + ONE["canaries"],
-                    lambda wc, v: 2 * ONE["canaries"])
+                    lambda wc, v: 2 * ONE["canaries"], lambda wc: False)   # m canaries' rows: in full
 
 
 rule one_run:

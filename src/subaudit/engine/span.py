@@ -24,11 +24,11 @@ from subaudit.engine.model import MLP, Records
 from subaudit.engine.scores import LogitDifference, LogOddsDifference, Projection
 from subaudit.validation import ParameterError, check_choice
 
-__all__ = ["BASES", "canary_in_span", "choose_basis", "span_basis"]
+__all__ = ["BASES", "SPAN_BELOW", "canary_in_span", "choose_basis", "span_basis"]
 
 BASES: tuple[str, ...] = ("auto", "full", "span")
 #: ``auto`` basis trains a linear head in its span when that has at most this fraction of d.
-_SPAN_BELOW = 0.8
+SPAN_BELOW = 0.8
 
 
 def span_basis(model: MLP, data: Records, canary: Canary | None,
@@ -99,6 +99,6 @@ def choose_basis(basis: str, model: MLP, data: Records, canary: Canary | None, d
         raise ParameterError("basis", basis, "'auto' or 'full' here ('span' needs a linear head "
                              "trained with SGD, a canary of this module scored by LogitDifference, "
                              "LogOddsDifference or Projection, and no test, keep_params or observe)")
-    if basis == "auto" and span is not None and span.shape[1] > _SPAN_BELOW * model.sizes[0]:
+    if basis == "auto" and span is not None and span.shape[1] > SPAN_BELOW * model.sizes[0]:
         return None
     return span

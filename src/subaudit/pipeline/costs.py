@@ -31,9 +31,9 @@ from subaudit.validation import check_choice
 
 __all__ = ["ACCOUNTANT_EVALUATION_S", "CALIBRATION_EVALUATIONS", "ENGINE_COSTS", "FORWARD_BATCH",
            "FORWARD_VALUES_PER_INPUT", "PROCESS_MEMORY_MB", "S1_RUN_STEP_S",
-           "EngineCost", "accounting_job_resources", "craft_job_resources", "features_job_resources",
-           "model_parameters", "model_step_seconds", "reference_job_resources", "scores_bytes",
-           "simulate_s1_job_resources", "training_job_resources"]
+           "SPAN_BELOW", "SPAN_EXTRA_ROWS", "EngineCost", "accounting_job_resources", "craft_job_resources",
+           "features_job_resources", "model_parameters", "model_step_seconds", "reference_job_resources",
+           "scores_bytes", "simulate_s1_job_resources", "trained_parameters", "training_job_resources"]
 
 
 @dataclass(frozen=True)
@@ -49,9 +49,10 @@ class EngineCost:
 #: Per-unit costs by device kind (``cpu``: one thread, as a training job has; ``cuda``: a GPU).
 ENGINE_COSTS: dict[str, EngineCost] = {
     "cpu": EngineCost(100e-6, 30e-12,
-                      "one thread of a 2-core x86-64 VM (Intel Xeon, AVX-512): the CPU seconds of the "
-                      "default run's 211 training shards (2026-11-29), above the slowest shard of each "
-                      "experiment and q (linear heads 1280-10 and 384-2, the MLP 256-128-26)"),
+                      "one thread of a 2-core x86-64 VM (Intel Xeon, AVX-512): the default run's 178 "
+                      "training jobs (2026-11-30, linear heads 1280-10 and 384-2, the MLP 256-128-26) "
+                      "ran 0.3 to 1.8 times what this models with the runs each trains and a linear "
+                      "head's span (trained_parameters), 0.8 times in sum"),
     "cuda": EngineCost(42e-6, 0.9e-12,
                        "one H100, fp32 (subaudit bench, code at 7860e35): 24k model-steps/s for the 768-10 "
                        "head at q = 1/16 of 500 records (the layer cost), 5.4k for the 600-128-100 MLP "
@@ -66,11 +67,27 @@ def model_parameters(sizes: Sequence[int]) -> int:
     return sum((a + 1) * b for a, b in zip(sizes, sizes[1:]))
 
 
-def model_step_seconds(sizes: Sequence[int], batch: float, device: str) -> float:
+#: The engine trains a linear head by SGD in the span of what it sees (its records, a canary's
+#: rows and score directions: at most :data:`SPAN_EXTRA_ROWS` beyond the records here) where that
+#: has at most :data:`SPAN_BELOW` of its inputs (:mod:`subaudit.engine.span`; a test ties them).
+SPAN_BELOW, SPAN_EXTRA_ROWS = 0.8, 4
+
+
+def trained_parameters(sizes: Sequence[int], records: int, optimizer: str, span: bool = True) -> int:
+    """The parameters a training's per-example work spans: a linear head trained by SGD in the
+    span of its ``records`` where that is small enough (``span``: its canary and scores allow
+    it, and nothing asks for the full parameters), else all of them."""
+    if span and len(sizes) == 2 and optimizer == "sgd" and records + SPAN_EXTRA_ROWS <= SPAN_BELOW * sizes[0]:
+        return (records + SPAN_EXTRA_ROWS + 1) * sizes[1]
+    return model_parameters(sizes)
+
+
+def model_step_seconds(sizes: Sequence[int], batch: float, device: str, parameters: int | None = None) -> float:
     """Modelled seconds of one model's step at expected batch ``batch`` on ``device`` (cpu, or
-    any GPU kind: cuda)."""
+    any GPU kind: cuda), its per-example work over ``parameters`` (default: the model's)."""
     cost = ENGINE_COSTS["cpu" if device == "cpu" else "cuda"]
-    return (len(sizes) - 1) * cost.layer_step_s + cost.example_parameter_s * batch * model_parameters(sizes)
+    parameters = model_parameters(sizes) if parameters is None else parameters
+    return (len(sizes) - 1) * cost.layer_step_s + cost.example_parameter_s * batch * parameters
 
 
 def scores_bytes(runs: int, scores_per_run: int) -> int:
@@ -79,14 +96,16 @@ def scores_bytes(runs: int, scores_per_run: int) -> int:
 
 
 def training_job_resources(sizes: Sequence[int], records: int, q: float, runs: int, steps: int,
-                           device: str, memory_mb: int, scores_per_run: int = 1) -> dict[str, int]:
+                           device: str, memory_mb: int, scores_per_run: int = 1,
+                           parameters: int | None = None) -> dict[str, int]:
     """``runtime`` (minutes) and ``mem_mb`` of a job that trains ``runs`` models of ``sizes`` for
     ``steps`` steps on ``records`` records at sample rate ``q`` (plus one canary) on ``device``
     (cpu, cuda or auto: auto asks for a GPU, so it is costed as one) within the engine's
-    ``memory_mb``; ``expected_s``: the modelled seconds of the training, no margin; ``out_kb``:
+    ``memory_mb``, its per-example work over ``parameters`` (:func:`trained_parameters`;
+    default: all); ``expected_s``: the modelled seconds of the training, no margin; ``out_kb``:
     ``scores_per_run`` scores of each run."""
     check_choice(device, "device", ("cpu", "cuda", "auto"))
-    return job_request(runs * steps * model_step_seconds(sizes, q * records + 1, device),
+    return job_request(runs * steps * model_step_seconds(sizes, q * records + 1, device, parameters),
                        int(memory_mb) + PROCESS_MEMORY_MB, scores_bytes(runs, scores_per_run))
 
 
@@ -144,9 +163,13 @@ def craft_job_resources(work: tuple[float, float], sizes: Sequence[int], records
 
 
 #: Seconds of one accountant evaluation (an epsilon at one sigma, q and T, either adjacency), and
-#: the evaluations a calibration's root search takes at most. Measured (2026-11-29, same VM):
-#: calibrations 0.3-2.0 s, and 20 checkpoints' eps_S and eps_AR 1.6-7.4 s, at T = 100-2,500.
-ACCOUNTANT_EVALUATION_S, CALIBRATION_EVALUATIONS = 0.4, 40
+#: the evaluations a calibration's root search costs. Measured (2026-11-30, one thread of the
+#: 2-core Intel Xeon VM, idle): an evaluation 0.002 s at T = 4, 0.04 at 100, 0.06-0.15 at 500,
+#: 0.11-0.14 at 2,500; a calibration 5 to 12 evaluations' time (0.2-1.1 s; more of the cheap
+#: ones at T under 20). Jobs take 0.6 to 2 times what this models in the default run, the tiny
+#: run and the rehearsal, where 0.4 s an evaluation and 40 a calibration overstated them 3 to
+#: 12 times (``tests/conftest.py:jobs_over_requests`` holds both ways).
+ACCOUNTANT_EVALUATION_S, CALIBRATION_EVALUATIONS = 0.15, 12
 
 
 def accounting_job_resources(calibrations: int, evaluations: int) -> dict[str, int]:
@@ -159,16 +182,18 @@ def accounting_job_resources(calibrations: int, evaluations: int) -> dict[str, i
 
 #: Seconds per run and step of the S1 simulation (its paths and, at each checkpoint t, a
 #: log-sum-exp over t + 1 terms): 6.4e-8 and 7.4e-8 measured at R = 25,000, T = 500, q = 0.25
-#: and 0.0625, one thread of a 2-core x86-64 VM (Intel Xeon, AVX-512, 2026-11-29).
+#: and 0.0625, one thread of a 2-core x86-64 VM (Intel Xeon, AVX-512, 2026-11-29). At q = 1 the
+#: score is in closed form (no mixture): a checkpoint costs a run-step's worth.
 S1_RUN_STEP_S = 8e-8
 
 
-def simulate_s1_job_resources(audits: int, runs_per_world: int, checkpoints: Sequence[int]) -> dict[str, int]:
-    """``simulate_s1``: ``audits`` simulations (targets x repeats) of 2 x ``runs_per_world`` runs,
-    each costing the sum of its checkpoints in run-steps at :data:`S1_RUN_STEP_S`; memory: every
-    run's score at every checkpoint (float64) and the paths, besides the process; it writes those
-    scores."""
+def simulate_s1_job_resources(audits: int, runs_per_world: int, checkpoints: Sequence[int],
+                              q: float) -> dict[str, int]:
+    """``simulate_s1``: ``audits`` simulations (targets x repeats) of 2 x ``runs_per_world`` runs
+    at sample rate ``q``, each costing the sum of its checkpoints in run-steps (one a checkpoint
+    at q = 1) at :data:`S1_RUN_STEP_S`; memory: every run's score at every checkpoint (float64)
+    and the paths, besides the process; it writes those scores."""
     runs = 2 * runs_per_world
-    seconds = audits * runs * sum(int(t) for t in checkpoints) * S1_RUN_STEP_S
+    seconds = audits * runs * sum(int(t) if q < 1 else 1 for t in checkpoints) * S1_RUN_STEP_S
     return job_request(seconds, PROCESS_MEMORY_MB + 8 * runs * (audits * len(checkpoints) + 4) / 2**20,
                        audits * scores_bytes(runs, len(checkpoints)))

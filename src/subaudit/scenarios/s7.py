@@ -208,4 +208,5 @@ def craft(inputs: CraftInputs) -> Crafted:
 
 
 SCENARIO = Scenario(name="S7", label="privacy backdoor", color="#17becf", craft=craft,
-                    needs_reference=True, per_q=True, removes_target=True, input_canary=True)
+                    needs_reference=True, per_q=True, removes_target=True, input_canary=True,
+                    span=False)

@@ -61,6 +61,9 @@ class Scenario:
     options: tuple[str, ...] = ()
     noisy: bool = False
     shares_target: bool = False
+    #: Whether its canary lets a linear head train in the span of what it sees
+    #: (:mod:`subaudit.engine.span`; a trap canary does not), for the training jobs' requests.
+    span: bool = True
     #: What crafting trains, for the ``craft`` job's requests (:mod:`subaudit.pipeline.costs`):
     #: ``(options, steps, records, sizes)`` -> (model-steps over all ``records`` of the model of
     #: layer ``sizes``, bytes of autograd graph held at once); None: crafting takes seconds.
