@@ -126,16 +126,20 @@ def _invalid(source: str, key: str, value: Any, allowed: str) -> ConfigError:
     return ConfigError(f"{source}: {key} = {value!r} is invalid; allowed: {allowed}")
 
 
+def _check_names(source: str, key: str, names: Any, allowed: Any) -> None:
+    """Each of ``names`` (the list at ``key``) one of ``allowed`` (a registry or a list)."""
+    for i, name in enumerate(names or ()):
+        if name not in allowed:
+            raise _invalid(source, f"{key}[{i}]", name, "one of " + ", ".join(allowed))
+
+
 def _check_registered(params: Mapping[str, Any], source: str) -> None:
     """Names that must be in a registry: estimators, scenarios."""
     from subaudit.estimation import ESTIMATORS
     from subaudit.scenarios import SCENARIOS
 
-    for key, names, registry in (("estimators", params["estimators"], ESTIMATORS),
-                                 ("natural.scenarios", params["natural"]["scenarios"], SCENARIOS)):
-        for i, name in enumerate(names):
-            if name not in registry:
-                raise _invalid(source, f"{key}[{i}]", name, "one of " + ", ".join(registry))
+    _check_names(source, "estimators", params["estimators"], ESTIMATORS)
+    _check_names(source, "natural.scenarios", params["natural"]["scenarios"], SCENARIOS)
     valid = [n for n, e in ESTIMATORS.items() if e.valid]
     if not set(params["estimators"]) & set(valid):
         raise _invalid(source, "estimators", params["estimators"],
@@ -144,74 +148,80 @@ def _check_registered(params: Mapping[str, Any], source: str) -> None:
 
 
 def _check_natural(params: Mapping[str, Any], source: str) -> None:
-    """Cross-field checks of the natural-data experiments (sources, backbones, sizes) and
-    of the declared variations."""
-    from subaudit.data import own_features
-    from subaudit.data import SOURCES
+    """Cross-field checks of the natural-data experiments (sources, backbones, sizes, what
+    each audited scenario needs of them) and of the declared variations."""
+    natural = params["natural"]
+    for name, exp in natural["experiments"].items():
+        _check_experiment(natural, f"natural.experiments.{name}", exp, source)
+    for i, var in enumerate(natural.get("variations", [])):
+        _check_variation(natural["experiments"], f"natural.variations[{i}]", var, source)
+
+
+def _check_experiment(natural: Mapping[str, Any], key: str, exp: Mapping[str, Any], source: str) -> None:
+    """One experiment at ``key``: its scenarios among natural.scenarios and able to audit it
+    (each scenario's own check), its sizes, and its data (:func:`_check_experiment_data`)."""
     from subaudit.data.backbones import BACKBONES
     from subaudit.scenarios import SCENARIOS
 
-    natural = params["natural"]
-    experiments = natural["experiments"]
-    for name, exp in experiments.items():
-        key = f"natural.experiments.{name}"
-        for i, scenario in enumerate(exp.get("scenarios") or ()):
-            if scenario not in natural["scenarios"]:
-                raise _invalid(source, f"{key}.scenarios[{i}]", scenario,
-                               "one of natural.scenarios: " + ", ".join(natural["scenarios"]))
-        audited = exp.get("scenarios") or natural["scenarios"]
-        if "S7" in audited and len(exp["hidden"]) > 1:
-            raise _invalid(source, f"{key}.hidden", exp["hidden"],
-                           "[] or one hidden layer while it audits S7 (its trap units "
-                           "sit in the first of one hidden layer)")
-        if "S6" in audited and natural["s6_objective"] == "linearised" and exp["hidden"]:
-            raise _invalid(source, "natural.s6_objective", natural["s6_objective"],
-                           f"unrolled while {key} audits S6 and has hidden layers "
-                           "(the linearised objective is for linear heads)")
-        if exp.get("s5_pool", 0) > exp["n_aux"]:
-            raise _invalid(source, f"{key}.s5_pool", exp["s5_pool"],
-                           f"at most n_aux = {exp['n_aux']} (S5 searches the auxiliary records)")
-        bb = BACKBONES.get(exp["backbone"])
-        if "weights_checksum" in exp and (bb is None or bb.hub_repo is None):
-            raise _invalid(source, f"{key}.weights_checksum", exp["weights_checksum"],
-                           "only with a backbone whose weights are downloaded ("
-                           + ", ".join(n for n, b in BACKBONES.items() if b.hub_repo) + ")")
-        if exp["source"] == own_features.NAME:
-            _check_own_features(exp, key, source)
-            continue
-        if "features_file" in exp:
-            raise _invalid(source, f"{key}.features_file", exp["features_file"],
-                           f"only with source: {own_features.NAME}")
-        if exp["source"] not in SOURCES:
-            raise _invalid(source, f"{key}.source", exp["source"],
-                           "one of " + ", ".join([*SOURCES, own_features.NAME]))
-        family = SOURCES[exp["source"]].family
-        backbones = [n for n, b in BACKBONES.items() if b.family == family] or ["none"]
-        if exp["backbone"] not in backbones:
-            raise _invalid(source, f"{key}.backbone", exp["backbone"],
-                           f"one of {', '.join(backbones)} (backbones of {family} sources)")
-        if exp["every"] > exp["steps"]:
-            raise _invalid(source, f"{key}.every", exp["every"], f"at most steps = {exp['steps']}")
-        classes = SOURCES[exp["source"]].classes
-        if exp["per_class"] and exp["n_train"] % classes:
-            raise _invalid(source, f"{key}.n_train", exp["n_train"],
-                           f"a multiple of the {classes} classes (per_class: true)")
-    for i, var in enumerate(natural.get("variations", [])):
-        key = f"natural.variations[{i}]"
-        for j, name in enumerate(var.get("experiments", [])):
-            if name not in experiments:
-                raise _invalid(source, f"{key}.experiments[{j}]", name,
-                               "one of " + ", ".join(experiments))
-        for j, name in enumerate(var.get("scenarios", [])):
-            if name not in SCENARIOS:
-                raise _invalid(source, f"{key}.scenarios[{j}]", name,
-                               "one of " + ", ".join(SCENARIOS))
-        for name in var.get("experiments", list(experiments)):
-            steps = min(var.get("steps", [experiments[name]["steps"]]))
-            every = max(var.get("every", [experiments[name]["every"]]))
-            if every > steps:
-                raise _invalid(source, f"{key}.every", every,
-                               f"at most steps = {steps} (experiment {name})")
+    for i, scenario in enumerate(exp.get("scenarios") or ()):
+        if scenario not in natural["scenarios"]:
+            raise _invalid(source, f"{key}.scenarios[{i}]", scenario,
+                           "one of natural.scenarios: " + ", ".join(natural["scenarios"]))
+    for scenario in exp.get("scenarios") or natural["scenarios"]:
+        wrong = SCENARIOS[scenario].check_experiment(key, exp, natural)
+        if wrong is not None:
+            raise _invalid(source, *wrong)
+    if exp.get("s5_pool", 0) > exp["n_aux"]:
+        raise _invalid(source, f"{key}.s5_pool", exp["s5_pool"],
+                       f"at most n_aux = {exp['n_aux']} (S5 searches the auxiliary records)")
+    bb = BACKBONES.get(exp["backbone"])
+    if "weights_checksum" in exp and (bb is None or bb.hub_repo is None):
+        raise _invalid(source, f"{key}.weights_checksum", exp["weights_checksum"],
+                       "only with a backbone whose weights are downloaded ("
+                       + ", ".join(n for n, b in BACKBONES.items() if b.hub_repo) + ")")
+    _check_experiment_data(key, exp, source)
+
+
+def _check_experiment_data(key: str, exp: Mapping[str, Any], source: str) -> None:
+    """An experiment's source (a registered one with a backbone of its family, or the user's
+    own features file), scoring interval and per-class split."""
+    from subaudit.data import SOURCES, own_features
+    from subaudit.data.backbones import BACKBONES
+
+    if exp["source"] == own_features.NAME:
+        _check_own_features(exp, key, source)
+        return
+    if "features_file" in exp:
+        raise _invalid(source, f"{key}.features_file", exp["features_file"],
+                       f"only with source: {own_features.NAME}")
+    if exp["source"] not in SOURCES:
+        raise _invalid(source, f"{key}.source", exp["source"],
+                       "one of " + ", ".join([*SOURCES, own_features.NAME]))
+    family = SOURCES[exp["source"]].family
+    backbones = [n for n, b in BACKBONES.items() if b.family == family] or ["none"]
+    if exp["backbone"] not in backbones:
+        raise _invalid(source, f"{key}.backbone", exp["backbone"],
+                       f"one of {', '.join(backbones)} (backbones of {family} sources)")
+    if exp["every"] > exp["steps"]:
+        raise _invalid(source, f"{key}.every", exp["every"], f"at most steps = {exp['steps']}")
+    classes = SOURCES[exp["source"]].classes
+    if exp["per_class"] and exp["n_train"] % classes:
+        raise _invalid(source, f"{key}.n_train", exp["n_train"],
+                       f"a multiple of the {classes} classes (per_class: true)")
+
+
+def _check_variation(experiments: Mapping[str, Any], key: str, var: Mapping[str, Any], source: str) -> None:
+    """One declared variation: existing experiments and scenarios, a scoring interval within
+    its steps in each experiment."""
+    from subaudit.scenarios import SCENARIOS
+
+    _check_names(source, f"{key}.experiments", var.get("experiments"), experiments)
+    _check_names(source, f"{key}.scenarios", var.get("scenarios"), SCENARIOS)
+    for name in var.get("experiments", list(experiments)):
+        steps = min(var.get("steps", [experiments[name]["steps"]]))
+        every = max(var.get("every", [experiments[name]["every"]]))
+        if every > steps:
+            raise _invalid(source, f"{key}.every", every, f"at most steps = {steps} (experiment {name})")
 
 
 def _check_one_run(params: Mapping[str, Any], source: str) -> None:
@@ -237,39 +247,51 @@ def _check_one_run(params: Mapping[str, Any], source: str) -> None:
 def _check_deep(params: Mapping[str, Any], source: str) -> None:
     """The deep-network audits: an image source, registered names, a pool that holds every
     input kind's pairs, and enough canaries for a positive bound at the asked confidence."""
-    from subaudit.data import SOURCES
-    from subaudit.estimation.procedures import GAMES, PROCEDURES, least_canaries
-    from subaudit.scenarios.canary_optimisation import PROXY_NETWORKS
-    from subaudit.scenarios.deep_canaries import (CASES, DEEP_KINDS, NETWORK_COSTS, NETWORK_NAMES, PROXY_RECORDS,
-                                                  SCORES, case_setting)
-
     deep = params["deep"]
     if deep["source"] is None:
         return
+    _check_deep_names(deep, source)
+    meta = deep["metagradient"]
+    if "metagradient" in deep["kinds"] and meta["base"] > deep["sizes"][meta["base_from"]]:
+        raise _invalid(source, "deep.metagradient.base", meta["base"],
+                       f"at most deep.sizes.{meta['base_from']} = {deep['sizes'][meta['base_from']]} "
+                       f"(the records deep.metagradient.base_from names)")
+    _check_deep_counts(params, source)
+
+
+def _check_deep_names(deep: Mapping[str, Any], source: str) -> None:
+    """The deep phase's source, network, kinds, games, procedures, scores, cases (and each
+    case's kinds and games) and proxy: registered names."""
+    from subaudit.data import SOURCES
+    from subaudit.estimation.procedures import GAMES, PROCEDURES
+    from subaudit.scenarios.canary_optimisation import PROXY_NETWORKS
+    from subaudit.scenarios.deep_canaries import CASES, DEEP_KINDS, NETWORK_NAMES, PROXY_RECORDS, SCORES
+
     images = [n for n, s in SOURCES.items() if s.family == "image"]
     if deep["source"] not in images:
         raise _invalid(source, "deep.source", deep["source"], "an image source (" + ", ".join(images) + ") or null")
     if deep["network"] not in NETWORK_NAMES:
         raise _invalid(source, "deep.network", deep["network"], "one of " + ", ".join(NETWORK_NAMES))
     for key, registry in (("kinds", DEEP_KINDS), ("games", GAMES), ("procedures", PROCEDURES), ("scores", SCORES)):
-        for i, name in enumerate(deep[key]):
-            if name not in registry:
-                raise _invalid(source, f"deep.{key}[{i}]", name, "one of " + ", ".join(registry))
+        _check_names(source, f"deep.{key}", deep[key], registry)
     for name, case in deep["cases"].items():
         if name not in CASES:
             raise _invalid(source, f"deep.cases.{name}", name, "cases named " + ", ".join(CASES))
         for key, allowed in (("kinds", deep["kinds"]), ("games", GAMES)):
-            for i, value in enumerate(case.get(key) or ()):
-                if value not in allowed:
-                    raise _invalid(source, f"deep.cases.{name}.{key}[{i}]", value, "one of " + ", ".join(allowed))
+            _check_names(source, f"deep.cases.{name}.{key}", case.get(key), allowed)
     meta = deep["metagradient"]
     for key, registry in (("network", PROXY_NETWORKS), ("base_from", PROXY_RECORDS)):
         if meta[key] not in registry:
             raise _invalid(source, f"deep.metagradient.{key}", meta[key], "one of " + ", ".join(registry))
-    if "metagradient" in deep["kinds"] and meta["base"] > deep["sizes"][meta["base_from"]]:
-        raise _invalid(source, "deep.metagradient.base", meta["base"],
-                       f"at most deep.sizes.{meta['base_from']} = {deep['sizes'][meta['base_from']]} "
-                       f"(the records deep.metagradient.base_from names)")
+
+
+def _check_deep_counts(params: Mapping[str, Any], source: str) -> None:
+    """Each case's gradient canaries fit the network's parameters, the pool holds every input
+    kind's pairs, and every canary count is enough for a positive bound by each procedure."""
+    from subaudit.estimation.procedures import least_canaries
+    from subaudit.scenarios.deep_canaries import DEEP_KINDS, NETWORK_COSTS, case_setting
+
+    deep = params["deep"]
     parameters = NETWORK_COSTS[deep["network"]].parameters
     # each case's gradient canaries, under the key that sets them (its own, or the deep phase's)
     gradient = {(f"deep.cases.{name}.gradient_canaries" if "gradient_canaries" in case else

@@ -50,8 +50,8 @@ if TYPE_CHECKING:
     from subaudit.scenarios.domain import Domain
 
 __all__ = ["METASTEP_MODEL_STEPS", "OBJECTIVES", "SCENARIO", "craft_metagradient", "crafting_work",
-           "engine_objective", "fresh_objective", "linearised_objective", "objective", "optimise_substitute",
-           "pair_scores", "reference_trajectory", "world_params"]
+           "engine_objective", "experiment_check", "fresh_objective", "linearised_objective", "objective",
+           "optimise_substitute", "pair_scores", "reference_trajectory", "world_params"]
 
 
 #: How S6 measures distinguishability while optimising (params.yaml natural.s6_objective).
@@ -360,8 +360,17 @@ def crafting_work(options: Mapping[str, Any], steps: int, records: int,
     return metasteps * METASTEP_MODEL_STEPS * runs * steps + check, graph
 
 
+def experiment_check(key: str, experiment: Mapping[str, Any],
+                     natural: Mapping[str, Any]) -> tuple[str, Any, str] | None:
+    """The linearised objective is for linear heads (:attr:`Scenario.experiment_check`)."""
+    if natural["s6_objective"] == "linearised" and experiment["hidden"]:
+        return ("natural.s6_objective", natural["s6_objective"],
+                f"unrolled while {key} audits S6 and has hidden layers (the linearised objective is for linear heads)")
+    return None
+
+
 SCENARIO = Scenario(name="S6", label="metagradient substitute", color="#bcbd22", craft=craft,
                     needs_reference=True, per_q=True, removes_target=True, input_canary=True, noisy=True,
                     shares_target=True,
                     options=("s6_metasteps", "s6_runs", "s6_lr", "s6_objective", "s6_check_runs", "input_score"),
-                    crafting_work=crafting_work)
+                    crafting_work=crafting_work, experiment_check=experiment_check)

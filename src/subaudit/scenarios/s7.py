@@ -19,7 +19,7 @@ from subaudit.scenarios.scenario import CraftInputs, Scenario
 from subaudit.validation import ParameterError
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     import torch
 
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from subaudit.scenarios.crafting import Crafted
 
 __all__ = ["BACKDOOR_SCALE", "SCENARIO", "TRAP_HEAD", "TRAP_MARGIN", "backdoor_linear", "backdoor_trap",
-           "craft_backdoor"]
+           "craft_backdoor", "experiment_check"]
 
 
 #: Input norm M of the linear-head backdoor pair (M e_k, -M e_k): the clipped gradient
@@ -207,6 +207,15 @@ def craft(inputs: CraftInputs) -> Crafted:
                           init=inputs.init, seed=inputs.seed)
 
 
+def experiment_check(key: str, experiment: Mapping[str, Any],
+                     natural: Mapping[str, Any]) -> tuple[str, Any, str] | None:
+    """The trap units sit in the first of at most one hidden layer (:attr:`Scenario.experiment_check`)."""
+    if len(experiment["hidden"]) > 1:
+        return (f"{key}.hidden", experiment["hidden"],
+                "[] or one hidden layer while it audits S7 (its trap units sit in the first of one hidden layer)")
+    return None
+
+
 SCENARIO = Scenario(name="S7", label="privacy backdoor", color="#17becf", craft=craft,
                     needs_reference=True, per_q=True, removes_target=True, input_canary=True,
-                    span=False)
+                    span=False, experiment_check=experiment_check)

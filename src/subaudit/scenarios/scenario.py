@@ -64,10 +64,20 @@ class Scenario:
     #: Whether its canary lets a linear head train in the span of what it sees
     #: (:mod:`subaudit.engine.span`; a trap canary does not), for the training jobs' requests.
     span: bool = True
+    #: What an experiment must be for this scenario to audit it: ``(key, experiment,
+    #: natural)`` -> None, or the (key, value, allowed values) of the first setting it cannot
+    #: audit (the configuration check names them); None: any experiment.
+    experiment_check: Callable[[str, Mapping[str, Any], Mapping[str, Any]], tuple[str, Any, str] | None] | None = None
     #: What crafting trains, for the ``craft`` job's requests (:mod:`subaudit.pipeline.costs`):
     #: ``(options, steps, records, sizes)`` -> (model-steps over all ``records`` of the model of
     #: layer ``sizes``, bytes of autograd graph held at once); None: crafting takes seconds.
     crafting_work: Callable[[Mapping[str, Any], int, int, Sequence[int]], tuple[float, float]] | None = None
+
+    def check_experiment(self, key: str, experiment: Mapping[str, Any],
+                         natural: Mapping[str, Any]) -> tuple[str, Any, str] | None:
+        """The (key, value, allowed values) of the first setting of ``experiment`` (at ``key``,
+        under the ``natural`` phase's settings) this scenario cannot audit; None if it can."""
+        return None if self.experiment_check is None else self.experiment_check(key, experiment, natural)
 
     def __post_init__(self) -> None:
         assert self.per_q or not self.noisy, "a scenario crafted against the noise is crafted per q"
