@@ -98,7 +98,7 @@ def _train_chunk(
 ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray], list[np.ndarray]]:
     """Train the runs of whole aligned blocks; ``real`` marks those asked for; the scores
     of the canaries in ``also`` are recorded beside the canary's."""
-    R, dev, dt, dp = len(runs), s.device, s.dtype, s.dp
+    R, dev, dt = len(runs), s.device, s.dtype
     streams = RunStreams.for_runs(seed, runs, dev)
     bits = torch.as_tensor(bits_np.astype(bool)).reshape(R, -1).to(dev)      # (R, m)
     keep = torch.as_tensor(np.flatnonzero(real)).to(dev)
@@ -109,21 +109,11 @@ def _train_chunk(
     if s.basis is not None:
         params[0] = (params[0].double() @ s.basis).to(dt)
     params = [p.to(dev) for p in params]
-    table = shared_rows(s)
-    records = kernels.RecordTable(*table) if s.batching == "per-run" else None
     if s.canary is None:
         scorer = lambda _params: torch.full((R, 1), math.nan, dtype=torch.float64)  # noqa: E731
     else:
         scorer = s.canary.score.bind(s.canary, params)
     others = [c.score.bind(c, params) for c in also]
-    scale = dp.gradient_scale(s.n_records)
-    std_scale = dp.noise_std * scale
-    canary_g = _canary_gradients(s, bits, scale)
-    # At q = 1 every record is in every batch: no uniforms are drawn.  Canary records at a
-    # rate of their own compare their uniforms with that rate.
-    uniforms = None if dp.samples_all else torch.empty(R, s.n_records, device=dev)
-    rates = dp.record_rates(s.n, s.m, dev)
-    all_in = torch.ones(R, s.n_records, dtype=torch.bool, device=dev)
     scores = np.empty((len(steps_out), R, max(s.m, 1)))
     extra = np.empty((len(also), len(steps_out), R))
     accuracy = np.empty((len(acc_steps), R))
@@ -138,22 +128,47 @@ def _train_chunk(
         if t in want_acc and test is not None:
             accuracy[want_acc[t]] = _accuracy(at, test, test_rows).cpu().numpy()
 
-    if s.batching == "per-run":
-        at_steps = sorted(want_scores.keys() | want_acc.keys())
-        snaps = kernels.train_runs(
-            params, records, streams[0].block, n=s.n, bits=bits, input_canary=input_rows(s) is not None,
-            q=dp.sampling_rate, q_canary=dp.canary_rate, clip=dp.clip, scale=scale, std_scale=std_scale,
-            steps=dp.steps, optimizer=dp.optimizer, lr=dp.lr, betas=dp.betas, eps=dp.eps,
-            gradient_canary=_flat_canary_gradients(s, canary_g), checkpoints=at_steps)
-        offsets = s.model.offsets
-        for snap, t in zip(snaps, at_steps):
-            record(t, [snap[:, lo:hi].reshape(R, *sh)
-                       for sh, lo, hi in zip(s.model.shapes, offsets[:-1], offsets[1:])])
-        bar.update(len(keep) * dp.steps)
-        return scores[:, real], accuracy[:, real], [p[keep].cpu().numpy() for p in params], list(extra[:, :, real])
+    run = _run_per_run if s.batching == "per-run" else _run_steps
+    run(s, params, streams, bits, keep, sorted(want_scores.keys() | want_acc.keys()), record, bar, observe)
+    final = [p[keep].cpu().numpy() for p in params]
+    return scores[:, real], accuracy[:, real], final, list(extra[:, :, real])
 
+
+def _run_per_run(s: Setup, params: list[torch.Tensor], streams: Sequence[RunStreams], bits: torch.Tensor,
+                 keep: torch.Tensor, at_steps: list[int], record: Callable[[int, Sequence[torch.Tensor]], None],
+                 bar: tqdm, observe: Observer | None) -> None:
+    """The ``per-run`` batching: every step of the chunk's runs in the compiled kernel, which
+    hands back the parameters at ``at_steps`` for ``record``; ``params`` stay the initial ones."""
+    dp, R = s.dp, len(bits)
+    scale = dp.gradient_scale(s.n_records)
+    snaps = kernels.train_runs(
+        params, kernels.RecordTable(*shared_rows(s)), streams[0].block, n=s.n, bits=bits,
+        input_canary=input_rows(s) is not None, q=dp.sampling_rate, q_canary=dp.canary_rate, clip=dp.clip,
+        scale=scale, std_scale=dp.noise_std * scale, steps=dp.steps, optimizer=dp.optimizer, lr=dp.lr,
+        betas=dp.betas, eps=dp.eps, gradient_canary=_flat_canary_gradients(s, _canary_gradients(s, bits, scale)),
+        checkpoints=at_steps)
+    offsets = s.model.offsets
+    for snap, t in zip(snaps, at_steps):
+        record(t, [snap[:, lo:hi].reshape(R, *sh) for sh, lo, hi in zip(s.model.shapes, offsets[:-1], offsets[1:])])
+    bar.update(len(keep) * dp.steps)
+
+
+def _run_steps(s: Setup, params: list[torch.Tensor], streams: Sequence[RunStreams], bits: torch.Tensor,
+               keep: torch.Tensor, at_steps: list[int], record: Callable[[int, Sequence[torch.Tensor]], None],
+               bar: tqdm, observe: Observer | None) -> None:
+    """The other batchings: step by step in torch, ``params`` updated in place; ``record`` at
+    every step (it keeps those it wants), ``observe`` after each."""
+    dp, R, dev, dt = s.dp, len(bits), s.device, s.dtype
+    table = shared_rows(s)
+    scale = dp.gradient_scale(s.n_records)
+    canary_g = _canary_gradients(s, bits, scale)
+    # At q = 1 every record is in every batch: no uniforms are drawn.  Canary records at a
+    # rate of their own compare their uniforms with that rate.
+    uniforms = None if dp.samples_all else torch.empty(R, s.n_records, device=dev)
+    rates = dp.record_rates(s.n, s.m, dev)
+    all_in = torch.ones(R, s.n_records, dtype=torch.bool, device=dev)
     grads = [torch.empty_like(p) for p in params]
-    noisy_step = _noisy_step(dp, params, streams, std_scale)
+    noisy_step = _noisy_step(dp, params, streams, dp.noise_std * scale)
     for t in range(dp.steps + 1):
         record(t, params)
         if t == dp.steps:
@@ -177,8 +192,6 @@ def _train_chunk(
         if observe is not None:
             observe(t + 1, [p[keep] for p in params], [g[keep] for g in grads])
         bar.update(len(keep))
-    final = [p[keep].cpu().numpy() for p in params]
-    return scores[:, real], accuracy[:, real], final, list(extra[:, :, real])
 
 
 def _noisy_step(dp: DPConfig, params: list[torch.Tensor], streams: Sequence[RunStreams],
@@ -258,6 +271,70 @@ def _check_same_target(canary: Canary | None, also: Sequence[Canary], model: MLP
             raise ParameterError("also", "a canary of another record z", "canaries of the same z (row 0)")
 
 
+def _checked(model: MLP, data: Records, canary: Canary | None, dp: DPConfig, runs: Sequence[int] | np.ndarray,
+             bits: Sequence[int] | np.ndarray, test: Records | None, accuracy_steps: Sequence[int],
+             also: Sequence[Canary], memory_mb: float, dtype: torch.dtype
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """:func:`train`'s arguments checked before any work: the runs, their bits, the accuracy
+    steps (sorted) and the canary's count m."""
+    data.check(model, "data")
+    if canary is not None:
+        if not isinstance(canary, Canary):
+            raise ParameterError("canary", type(canary).__name__, "a Canary (subaudit.engine) or None")
+        canary.check(model, dp)
+    m = 1 if canary is None else check_count(canary.count, "canary.count")
+    if also:
+        _check_same_target(canary, also, model, dp, bits)
+    if test is not None:
+        test.check(model, "test")
+    runs_np = np.asarray(runs, dtype=np.int64).reshape(-1)
+    bits_np = np.asarray(bits)
+    if runs_np.size == 0:
+        raise ParameterError("runs", [], "at least one run index")
+    if bits_np.shape not in ({runs_np.shape, (runs_np.size, m)} if m == 1 else {(runs_np.size, m)}):
+        raise ParameterError("bits", f"shape {bits_np.shape}",
+                             f"one per run ({runs_np.size},)" if m == 1
+                             else f"one per run and canary ({runs_np.size}, {m})")
+    if not np.isin(bits_np, (0, 1)).all():
+        raise ParameterError("bits", sorted(set(bits_np.tolist())), "0 or 1 per run")
+    if len(np.unique(runs_np)) != runs_np.size or (runs_np < 0).any():
+        raise ParameterError("runs", "duplicate or negative indices", "distinct indices >= 0")
+    acc = np.asarray(sorted({int(a) for a in accuracy_steps}), dtype=np.int64)
+    if acc.size and (acc[0] < 0 or acc[-1] > dp.steps):
+        raise ParameterError("accuracy_steps", acc.tolist(), f"step counts in 0..{dp.steps}")
+    if acc.size and test is None:
+        raise ParameterError("test", None, "test records when accuracy_steps is given")
+    check_positive(memory_mb, "memory_mb")
+    if dtype not in (torch.float32, torch.float64):
+        raise ParameterError("dtype", str(dtype), "torch.float32 or torch.float64")
+    return runs_np, bits_np, acc, m
+
+
+def _setup(model: MLP, data: Records, canary: Canary | None, dp: DPConfig, also: Sequence[Canary],
+           batching: str, basis: str, dev: torch.device, dtype: torch.dtype, *, needs_full: bool,
+           observed: bool) -> tuple[Setup, list[Canary]]:
+    """What the chunks share: the basis the runs train in (the model, records and canaries
+    moved into it), the batching mode and the records' gather slots, on ``dev``; and the
+    canaries of ``also`` there."""
+    full = model
+    span = choose_basis(basis, model, data, canary, dp, needs_full=needs_full, also=also)
+    if span is not None:
+        K = model.num_classes
+        model = MLP((span.shape[1], K))
+        data = Records((data.x.double().cpu() @ span).to(data.x.dtype), data.y)
+        canary = canary_in_span(canary, span, K)
+        also = [canary_in_span(c, span, K) for c in also]
+    also = [c.to(dev, dtype) for c in also]
+    n = data.x.shape[0]
+    mode = choose_batching(batching, model, n, dp.sampling_rate, dev, observed=observed)
+    data = Records(data.x.to(dev, dtype), data.y.to(dev, torch.long))
+    if canary is not None:
+        canary = canary.to(dev, dtype)
+    slots = gather_slots(n, dp.sampling_rate, SLOT_MAIN_TAIL)
+    return Setup(model, data, canary, dp, mode, slots, gather_slots(n, dp.sampling_rate) - slots, dev, dtype,
+                 full, span), also
+
+
 def train(
     model: MLP,
     data: Records,
@@ -301,66 +378,22 @@ def train(
     record z as ``canary`` (row 0): the runs then train on D, which none of the z' depend on,
     so one training serves the audits of several substitutes of one target.
     """
-    model = MLP(tuple(model.sizes))
-    data.check(model, "data")
-    if canary is not None:
-        if not isinstance(canary, Canary):
-            raise ParameterError("canary", type(canary).__name__, "a Canary (subaudit.engine) or None")
-        canary.check(model, dp)
-    m = 1 if canary is None else check_count(canary.count, "canary.count")
-    also = list(also)
-    if also:
-        _check_same_target(canary, also, model, dp, bits)
-    if test is not None:
-        test.check(model, "test")
-    runs_np = np.asarray(runs, dtype=np.int64).reshape(-1)
-    bits_np = np.asarray(bits)
-    if runs_np.size == 0:
-        raise ParameterError("runs", [], "at least one run index")
-    if bits_np.shape not in ({runs_np.shape, (runs_np.size, m)} if m == 1 else {(runs_np.size, m)}):
-        raise ParameterError("bits", f"shape {bits_np.shape}",
-                             f"one per run ({runs_np.size},)" if m == 1
-                             else f"one per run and canary ({runs_np.size}, {m})")
-    if not np.isin(bits_np, (0, 1)).all():
-        raise ParameterError("bits", sorted(set(bits_np.tolist())), "0 or 1 per run")
-    if len(np.unique(runs_np)) != runs_np.size or (runs_np < 0).any():
-        raise ParameterError("runs", "duplicate or negative indices", "distinct indices >= 0")
-    acc = np.asarray(sorted({int(a) for a in accuracy_steps}), dtype=np.int64)
-    if acc.size and (acc[0] < 0 or acc[-1] > dp.steps):
-        raise ParameterError("accuracy_steps", acc.tolist(), f"step counts in 0..{dp.steps}")
-    if acc.size and test is None:
-        raise ParameterError("test", None, "test records when accuracy_steps is given")
-    check_positive(memory_mb, "memory_mb")
-    if dtype not in (torch.float32, torch.float64):
-        raise ParameterError("dtype", str(dtype), "torch.float32 or torch.float64")
+    model, also = MLP(tuple(model.sizes)), list(also)
+    runs_np, bits_np, acc, m = _checked(model, data, canary, dp, runs, bits, test, accuracy_steps, also,
+                                        memory_mb, dtype)
     dev = torch.device(device)
-
-    full = model
-    span = choose_basis(basis, model, data, canary, dp,
-                        needs_full=test is not None or keep_params or observe is not None, also=also)
-    if span is not None:
-        K = model.num_classes
-        model = MLP((span.shape[1], K))
-        data = Records((data.x.double().cpu() @ span).to(data.x.dtype), data.y)
-        canary = canary_in_span(canary, span, K)
-        also = [canary_in_span(c, span, K) for c in also]
-    also = [c.to(dev, dtype) for c in also]
-    n = data.x.shape[0]
-    mode = choose_batching(batching, model, n, dp.sampling_rate, dev, observed=observe is not None)
-    data = Records(data.x.to(dev, dtype), data.y.to(dev, torch.long))
-    if canary is not None:
-        canary = canary.to(dev, dtype)
-    slots = gather_slots(n, dp.sampling_rate, SLOT_MAIN_TAIL)
-    setup = Setup(model, data, canary, dp, mode, slots,
-                   gather_slots(n, dp.sampling_rate) - slots, dev, dtype, full, span)
+    setup, also = _setup(model, data, canary, dp, also, batching, basis, dev, dtype,
+                         needs_full=test is not None or keep_params or observe is not None,
+                         observed=observe is not None)
     steps_out = checkpoints(dp.steps, score_every)
-    test_rows = n + 2 if test is None else min(test.x.shape[0], n + 2)
+    test_rows = setup.n + 2 if test is None else min(test.x.shape[0], setup.n + 2)
     test_dev = None if test is None else Records(test.x.to(dev, dtype), test.y.to(dev, torch.long))
     budget = memory_mb * 2**20
-    if dev.type == "cpu" and torch.get_num_threads() == 1 and mode != "per-run":
+    if dev.type == "cpu" and torch.get_num_threads() == 1 and setup.batching != "per-run":
         budget = min(budget, CPU_CHUNK_BYTES)
     snapshots = len(set(steps_out.tolist()) | set(acc.tolist()))
     per_chunk = max(1, int(budget // bytes_per_run(setup, test_rows, snapshots)) // MIN_CHUNK)
+    model = setup.model
 
     # Runs are trained in aligned blocks of MIN_CHUNK consecutive indices, run r in slot
     # r % MIN_CHUNK: batched products may round a slot differently by its position, so
