@@ -75,3 +75,19 @@ def _phi(z):
     from scipy.special import ndtr
 
     return ndtr(z)
+
+
+def test_a_direction_must_give_its_inverse_and_densities():
+    """The shared base is abstract: a direction without x_star, _log_pq or _kl_q1 cannot be
+    made (it would fail later, inside an accounting); every registered direction has them."""
+    with pytest.raises(TypeError, match="abstract"):
+        prvs.PoissonGaussianPRV(1.0, 0.5)
+
+    class Partial(prvs.PoissonGaussianPRV):
+        def x_star(self, y):
+            return y
+
+    with pytest.raises(TypeError, match="_kl_q1"):
+        Partial(1.0, 0.5)
+    for cls in prvs.PRV_CLASSES.values():
+        assert not cls.__abstractmethods__ and 0.0 < cls(1.0, 0.5).cdf(0.1) < 1.0

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import functools
 import math
+from abc import abstractmethod
 from collections.abc import Sequence
 
 import numpy as np
@@ -92,7 +93,9 @@ def _log_phi(x: np.ndarray, s: float) -> np.ndarray:
 
 class PoissonGaussianPRV(PrivacyRandomVariable):
     """Shared parts. The CDF is a mixture sum_j w_j Phi(z_j(t)) with increasing maps z_j
-    (``_zs``); ``_log_pq`` gives the log densities of the pair for the quadratures."""
+    (``_zs``); ``_log_pq`` gives the log densities of the pair for the quadratures. A direction
+    (substitute, remove, add) gives :meth:`x_star`, :meth:`_log_pq` and :meth:`_kl_q1`: it
+    cannot be made without them."""
 
     reverse: str = ""
 
@@ -117,12 +120,17 @@ class PoissonGaussianPRV(PrivacyRandomVariable):
             return [(1.0, (x - 1.0) / self.sigma)]
         return [(self.q, (x - 1.0) / self.sigma), (1.0 - self.q, x / self.sigma)]
 
-    def _log_pq(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        raise NotImplementedError
+    @abstractmethod
+    def x_star(self, y):
+        """The x at which the privacy loss L(x) equals ``y`` (L is monotone in x)."""
 
+    @abstractmethod
+    def _log_pq(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Log densities (log p(x), log q(x)) of the pair, for the quadratures."""
+
+    @abstractmethod
     def _kl_q1(self) -> float:
         """KL divergence at q = 1 (Gaussian: mu^2 / 2); rdp(alpha) = alpha * this."""
-        raise NotImplementedError
 
     def cdf(self, t):
         """P(L <= t), closed form, vectorised float64."""
