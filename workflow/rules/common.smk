@@ -195,7 +195,8 @@ def checkpoint_scores(wc, v):
     return len(checkpoints(int(v["steps"]), int(v.get("every", v["steps"]))))
 
 
-def training_request(runs, records=lambda wc, v: int(v["n_train"]), scores=checkpoint_scores, span=lambda wc: True):
+def training_request(runs, records=lambda wc, v: int(v["n_train"]), scores=checkpoint_scores,
+                     span=lambda wc: True):
     """A training job's cost model (subaudit.pipeline.costs): ``runs(wc)`` runs of the job's
     setting (on ``records`` records) on natural.device, within natural.memory_mb, ``scores`` a run;
     ``span(wc)``: whether a linear head may train in its records' span (no trap canary, nothing

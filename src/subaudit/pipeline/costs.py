@@ -166,7 +166,7 @@ def craft_job_resources(work: tuple[float, float], sizes: Sequence[int], records
 #: the evaluations a calibration's root search costs. Measured (2026-11-30, one thread of the
 #: 2-core Intel Xeon VM, idle): an evaluation 0.002 s at T = 4, 0.04 at 100, 0.06-0.15 at 500,
 #: 0.11-0.14 at 2,500; a calibration 5 to 12 evaluations' time (0.2-1.1 s; more of the cheap
-#: ones at T under 20). Jobs take 0.6 to 2 times what this models in the default run, the tiny
+#: ones at T under 20). Jobs take 0.4 to 2.4 times what this models in the default run, the tiny
 #: run and the rehearsal, where 0.4 s an evaluation and 40 a calibration overstated them 3 to
 #: 12 times (``tests/conftest.py:jobs_over_requests`` holds both ways).
 ACCOUNTANT_EVALUATION_S, CALIBRATION_EVALUATIONS = 0.15, 12
