@@ -101,6 +101,16 @@ def knob(name):
     return lambda wc: values(wc)[name]
 
 
+def knobs(*names):
+    """params: entries, one a knob (:func:`knob`), in that order: ``**knobs("hidden", "lr")``."""
+    return {name: knob(name) for name in names}
+
+
+#: The knobs a DP training job reads (train_target, train_shard, utility): its model, optimiser,
+#: DP-SGD setting and scoring interval.
+TRAINING_KNOBS = ("hidden", "optimizer", "init", "clip", "lr", "steps", "every", "q")
+
+
 def seed(purpose):
     """A params: entry: the job's seed (subaudit.pipeline.settings.seed)."""
     return lambda wc: S.seed(config["seed"], purpose, values(wc))

@@ -17,12 +17,7 @@ rule reference:
         params=PATHS["reference"],
         info=PATHS["target"],
     params:
-        hidden=knob("hidden"),
-        optimizer=knob("optimizer"),
-        init=knob("init"),
-        lr=knob("lr"),
-        steps=knob("steps"),
-        every=knob("every"),
+        **knobs("hidden", "optimizer", "init", "lr", "steps", "every"),
         q=lambda wc: values(wc).get("q", 1.0),  # natural.reference per-q: the audit's q
         seed=seed("reference"),
     log:
@@ -46,9 +41,7 @@ rule craft:
         canary=PATHS["canary"],
         info=PATHS["canary_info"],
     params:
-        hidden=knob("hidden"),
-        optimizer=knob("optimizer"),
-        init=knob("init"),
+        **knobs("hidden", "optimizer", "init"),
         knobs=lambda wc: S.parse_key(wc.key, S.canary_knobs(SCENARIOS[wc.scenario], REF)),
         options=lambda wc: crafting_options(wc.exp, wc.scenario),
         canary_q=lambda wc: canary_rate(wc) if SCENARIOS[wc.scenario].noisy else None,
@@ -75,14 +68,7 @@ rule train_target:
         PATHS["target_shard"],
     params:
         scenarios=lambda wc: list(target_group(wc)),
-        hidden=knob("hidden"),
-        optimizer=knob("optimizer"),
-        init=knob("init"),
-        clip=knob("clip"),
-        lr=knob("lr"),
-        steps=knob("steps"),
-        every=knob("every"),
-        q=knob("q"),
+        **knobs(*TRAINING_KNOBS),
         canary_q=canary_rate,
         memory_mb=NAT["memory_mb"],
         device=NAT["device"],
@@ -111,14 +97,7 @@ rule train_shard:
     output:
         PATHS["shard"],
     params:
-        hidden=knob("hidden"),
-        optimizer=knob("optimizer"),
-        init=knob("init"),
-        clip=knob("clip"),
-        lr=knob("lr"),
-        steps=knob("steps"),
-        every=knob("every"),
-        q=knob("q"),
+        **knobs(*TRAINING_KNOBS),
         canary_q=canary_rate,
         memory_mb=NAT["memory_mb"],
         device=NAT["device"],
@@ -173,14 +152,7 @@ rule utility:
     output:
         PATHS["utility"],
     params:
-        hidden=knob("hidden"),
-        optimizer=knob("optimizer"),
-        init=knob("init"),
-        clip=knob("clip"),
-        lr=knob("lr"),
-        steps=knob("steps"),
-        every=knob("every"),
-        q=knob("q"),
+        **knobs(*TRAINING_KNOBS),
         canary_q=canary_rate,
         runs=2 * NAT["utility_runs"],
         memory_mb=NAT["memory_mb"],

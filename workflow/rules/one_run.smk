@@ -25,13 +25,7 @@ rule one_run:
     wildcard_constraints:
         kind=one_of(CANARY_KINDS),
     params:
-        hidden=knob("hidden"),
-        optimizer=knob("optimizer"),
-        init=knob("init"),
-        clip=knob("clip"),
-        lr=knob("lr"),
-        steps=knob("steps"),
-        q=knob("q"),
+        **knobs("hidden", "optimizer", "init", "clip", "lr", "steps", "q"),
         canaries=ONE["canaries"],
         repeats=ONE["repeats"],
         methods=ONE["methods"],
