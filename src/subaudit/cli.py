@@ -479,6 +479,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version="%(prog)s " + __version__)
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
+    def command(name: str, func: Callable[[argparse.Namespace], int | None], help: str,
+                json: bool = True) -> argparse.ArgumentParser:
+        """A subcommand running ``func``, with ``--json`` unless it prints no result."""
+        sp = sub.add_parser(name, help=help)
+        if json:
+            sp.add_argument("--json", action="store_true", help="print one JSON object")
+        sp.set_defaults(func=func)
+        return sp
+
     def dp_args(sp: argparse.ArgumentParser, sigma: bool = True) -> None:
         if sigma:
             sp.add_argument("--sigma", type=_float, required=True, help="noise multiplier (> 0)")
@@ -497,33 +506,25 @@ def build_parser() -> argparse.ArgumentParser:
 
     adjacency_help = ("add-remove (also add-or-remove-one), substitute (also replace-one) or group; "
                       "case and _ / - do not matter")
-    sp = sub.add_parser("account", help="epsilon of Poisson-subsampled Gaussian DP-SGD")
+    sp = command("account", _cmd_account, "epsilon of Poisson-subsampled Gaussian DP-SGD")
     history_args(sp)
     sp.add_argument("--adjacency", required=True, help=adjacency_help)
-    sp.add_argument("--json", action="store_true", help="print one JSON object")
-    sp.set_defaults(func=_cmd_account)
 
-    sp = sub.add_parser("statement", help="add/remove, substitute and group-privacy epsilon side by "
-                                          "side, with the assumptions: a statement to quote")
+    sp = command("statement", _cmd_statement, "add/remove, substitute and group-privacy epsilon side by "
+                                              "side, with the assumptions: a statement to quote")
     history_args(sp)
-    sp.add_argument("--json", action="store_true", help="print one JSON object")
-    sp.set_defaults(func=_cmd_statement)
 
-    sp = sub.add_parser("calibrate", help="noise multiplier reaching a target epsilon")
+    sp = command("calibrate", _cmd_calibrate, "noise multiplier reaching a target epsilon")
     sp.add_argument("--target-epsilon", type=_float, required=True, help="target epsilon (> 0)")
     dp_args(sp, sigma=False)
     sp.add_argument("--delta", type=_float, required=True, help="delta in (0, 1)")
     sp.add_argument("--adjacency", required=True, help=adjacency_help)
-    sp.add_argument("--json", action="store_true")
-    sp.set_defaults(func=_cmd_calibrate)
 
-    sp = sub.add_parser("gdp-epsilon", help="epsilon at delta of a mu-GDP mechanism")
+    sp = command("gdp-epsilon", _cmd_gdp_epsilon, "epsilon at delta of a mu-GDP mechanism")
     sp.add_argument("--mu", type=_float, required=True, help="GDP parameter mu (> 0)")
     sp.add_argument("--delta", type=_float, required=True, help="delta in (0, 1)")
-    sp.add_argument("--json", action="store_true")
-    sp.set_defaults(func=_cmd_gdp_epsilon)
 
-    sp = sub.add_parser("estimate", help="empirical lower bound on epsilon from audit scores")
+    sp = command("estimate", _cmd_estimate, "empirical lower bound on epsilon from audit scores")
     sp.add_argument("scores", metavar="SCORES", help="audit scores: " + "; or ".join(SCORE_LAYOUTS))
     sp.add_argument("--step", type=_int, help="checkpoint of a subaudit score file (default: the last)")
     sp.add_argument("--delta", type=_float, required=True, help="delta in (0, 1)")
@@ -531,11 +532,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--estimator", choices=list(ESTIMATORS), default=DEFAULT_ESTIMATOR,
                     help="; ".join(f"{e.name}: {e.description}" for e in ESTIMATORS.values())
                     + f" (default {DEFAULT_ESTIMATOR})")
-    sp.add_argument("--json", action="store_true")
-    sp.set_defaults(func=_cmd_estimate)
 
-    sp = sub.add_parser("ceiling", help="final-iterate ceiling: epsilon of the optimal test on the "
-                                        "worst-case canary's cumulative gradient")
+    sp = command("ceiling", _cmd_ceiling, "final-iterate ceiling: epsilon of the optimal test on the "
+                                          "worst-case canary's cumulative gradient")
     dp_args(sp)
     sp.add_argument("--delta", type=_float, required=True, help="delta in (0, 1)")
     sp.add_argument("--adjacency", type=_s1_adjacency, default="substitute",
@@ -545,10 +544,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="refuse a request that sums over more binomial terms than this (all checkpoints "
                          "together; the cost is linear in them, about 19,000 a second on one core; "
                          "default 20,000,000)")
-    sp.add_argument("--json", action="store_true")
-    sp.set_defaults(func=_cmd_ceiling)
 
-    sp = sub.add_parser("one-run", help="one-run audit: epsilon lower bound from m canaries in one training")
+    sp = command("one-run", _cmd_one_run, "one-run audit: epsilon lower bound from m canaries in one training")
     sp.add_argument("--method", choices=list(ONE_RUN_METHODS), required=True,
                     help="steinke: Steinke, Nasr and Jagielski 2023; fdp: Mahloujifar, Melis and "
                          "Chaudhuri 2024 (f-DP, k-ary games; the curve: --family)")
@@ -574,47 +571,37 @@ def build_parser() -> argparse.ArgumentParser:
                     help="with --scores: top-bottom (Steinke et al.: 'in' on the highest scores, 'out' on the "
                          "lowest) or magnitude (Mahloujifar et al.'s pairs: the largest |score| guessed by "
                          "sign, for pair score differences)")
-    sp.add_argument("--json", action="store_true")
-    sp.set_defaults(func=_cmd_one_run)
 
-    sp = sub.add_parser("deep-cost", help="cost of a configuration's deep-network audits from a measured "
-                                          "Opacus training rate on this machine")
+    sp = command("deep-cost", _cmd_deep_cost, "cost of a configuration's deep-network audits from a measured "
+                                              "Opacus training rate on this machine")
     sp.add_argument("--params", default="params.yaml", help="the parameters file (default params.yaml)")
     sp.add_argument("--configfile", nargs="*", default=[], help="presets merged over it, as snakemake does")
     sp.add_argument("--device", default="auto", help="cpu, cuda or auto (default)")
     sp.add_argument("--batch", type=_int, default=64, help="batch of the measurement (rates are per example)")
     sp.add_argument("--steps", type=_int, default=5, help="timed steps after one warm-up step")
-    sp.add_argument("--json", action="store_true")
-    sp.set_defaults(func=_cmd_deep_cost)
 
-    sp = sub.add_parser("prefetch", help="download every dataset and pretrained weight a configuration "
-                                         "needs (on a login node with internet), verified")
+    sp = command("prefetch", _cmd_prefetch, "download every dataset and pretrained weight a configuration "
+                                            "needs (on a login node with internet), verified")
     sp.add_argument("--params", default="params.yaml", help="the parameters file (default params.yaml)")
     sp.add_argument("--configfile", nargs="*", default=[], help="presets merged over it, as snakemake does")
     sp.add_argument("--root", default=".", help="the workflow's directory: archives go to ROOT/data/raw")
     sp.add_argument("--no-weights", action="store_true", help="datasets only, no backbone weights")
-    sp.add_argument("--json", action="store_true")
-    sp.set_defaults(func=_cmd_prefetch)
 
-    sp = sub.add_parser("plan", help="a configuration's jobs before submitting: per rule the job count, "
-                                     "requests and reserved CPU- and GPU-hours (Snakemake's dry run)")
+    sp = command("plan", _cmd_plan, "a configuration's jobs before submitting: per rule the job count, "
+                                    "requests and reserved CPU- and GPU-hours (Snakemake's dry run)")
     sp.add_argument("--configfile", nargs="*", default=[], help="presets merged over ROOT/params.yaml, as "
                                                                "snakemake does")
     sp.add_argument("--root", default=".", help="the workflow's folder (default: here)")
-    sp.add_argument("--json", action="store_true")
-    sp.set_defaults(func=_cmd_plan)
 
-    sp = sub.add_parser("compare", help="every number of a run's figure CSVs and report.json against a reference; "
-                                        "exit status 1 when one moved beyond the printed precision")
+    sp = command("compare", _cmd_compare, "every number of a run's figure CSVs and report.json against a reference; "
+                                          "exit status 1 when one moved beyond the printed precision")
     sp.add_argument("run", metavar="RUN", help="a run's folder (its results/) or a results folder")
     sp.add_argument("reference", metavar="REFERENCE", help="a results folder (e.g. reference, kept in git) or a git "
                                                            "revision (its reference/, else its results from DVC)")
     sp.add_argument("--repo", default=".", help="the git repository a revision names (default: here)")
     sp.add_argument("--limit", type=_int, default=10, help="values listed per file that differ (default 10)")
-    sp.add_argument("--json", action="store_true")
-    sp.set_defaults(func=_cmd_compare)
 
-    sp = sub.add_parser("simulate-s1", help="S1 worst-case dataset canary audit scores")
+    sp = command("simulate-s1", _cmd_simulate_s1, "S1 worst-case dataset canary audit scores", json=False)
     dp_args(sp)
     sp.add_argument("--runs", type=_int, required=True, help="runs per world (>= 1)")
     sp.add_argument("--adjacency", type=_s1_adjacency, default="substitute",
@@ -622,15 +609,12 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--seed", type=_int, default=0)
     sp.add_argument("--out", required=True, help="output CSV (columns score,label)")
     sp.add_argument("--quiet", action="store_true")
-    sp.set_defaults(func=_cmd_simulate_s1)
 
-    sp = sub.add_parser("bench", help="training engine throughput vs Opacus and the matmul rate")
+    sp = command("bench", _cmd_bench, "training engine throughput vs Opacus and the matmul rate")
     sp.add_argument("--quick", action="store_true", help="fewer steps (under a minute)")
     sp.add_argument("--device", default="cpu", help="cpu (default), cuda or auto")
-    sp.add_argument("--json", action="store_true")
-    sp.set_defaults(func=_cmd_bench)
 
-    sp = sub.add_parser("verify", help="find damaged artifacts (.npz, .json, .csv) before use")
+    sp = command("verify", _cmd_verify, "find damaged artifacts (.npz, .json, .csv) before use")
     sp.add_argument("paths", nargs="+", metavar="PATH", help="files or folders (e.g. results data)")
     sp.add_argument("--remove", action="store_true",
                     help="delete the damaged outputs of the workflow (below data/raw, data/splits, data/features "
@@ -638,8 +622,6 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--workdir", default=".",
                     help="the workflow's working directory, whose output folders --remove may delete from "
                          "(default: the current directory)")
-    sp.add_argument("--json", action="store_true")
-    sp.set_defaults(func=_cmd_verify)
     return p
 
 
