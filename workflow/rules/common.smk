@@ -270,9 +270,10 @@ def grid_row_request(wc):
 
 
 def world_runs(wc, bit):
-    """The runs of [lo, hi) in one world: with z (``bit`` 1, even indices) or z' (0, odd)."""
-    lo, hi = int(wc.lo), int(wc.hi)
-    return len(range(lo + (lo % 2 if bit else 1 - lo % 2), hi, 2))
+    """The runs of [lo, hi) in one world: with z (``bit`` 1) or z' (0), by the runs' bits."""
+    from subaudit.pipeline.score_files import run_bits
+
+    return int((run_bits(range(int(wc.lo), int(wc.hi))) == bit).sum())
 
 
 def shard_runs(wc):

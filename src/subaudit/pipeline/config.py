@@ -126,11 +126,12 @@ def _invalid(source: str, key: str, value: Any, allowed: str) -> ConfigError:
     return ConfigError(f"{source}: {key} = {value!r} is invalid; allowed: {allowed}")
 
 
-def _check_names(source: str, key: str, names: Any, allowed: Any) -> None:
-    """Each of ``names`` (the list at ``key``) one of ``allowed`` (a registry or a list)."""
+def _check_names(source: str, key: str, names: Any, allowed: Any, called: str = "") -> None:
+    """Each of ``names`` (the list at ``key``) one of ``allowed`` (a registry or a list; named
+    ``called`` in the message, where it has a name of its own)."""
     for i, name in enumerate(names or ()):
         if name not in allowed:
-            raise _invalid(source, f"{key}[{i}]", name, "one of " + ", ".join(allowed))
+            raise _invalid(source, f"{key}[{i}]", name, "one of " + called + ", ".join(allowed))
 
 
 def _check_registered(params: Mapping[str, Any], source: str) -> None:
@@ -161,13 +162,11 @@ def _check_experiment(natural: Mapping[str, Any], key: str, exp: Mapping[str, An
     """One experiment at ``key``: its scenarios among natural.scenarios and able to audit it
     (each scenario's own check), its sizes, and its data (:func:`_check_experiment_data`)."""
     from subaudit.data.backbones import BACKBONES
+    from subaudit.pipeline.settings import experiment_scenarios
     from subaudit.scenarios import SCENARIOS
 
-    for i, scenario in enumerate(exp.get("scenarios") or ()):
-        if scenario not in natural["scenarios"]:
-            raise _invalid(source, f"{key}.scenarios[{i}]", scenario,
-                           "one of natural.scenarios: " + ", ".join(natural["scenarios"]))
-    for scenario in exp.get("scenarios") or natural["scenarios"]:
+    _check_names(source, f"{key}.scenarios", exp.get("scenarios"), natural["scenarios"], "natural.scenarios: ")
+    for scenario in experiment_scenarios(exp, natural["scenarios"]):
         wrong = SCENARIOS[scenario].check_experiment(key, exp, natural)
         if wrong is not None:
             raise _invalid(source, *wrong)

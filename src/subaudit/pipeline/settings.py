@@ -42,8 +42,8 @@ from subaudit.validation import ParameterError
 
 __all__ = ["ABLATED", "DEPENDS", "KNOBS", "OUTPUT_ROOTS", "PATHS", "REFERENCES", "SEED_KEYS", "SWITCHES",
            "VARIABLE", "Setting", "ablation_every", "ablation_settings", "canary_knobs", "depends",
-           "expand", "fmt", "grid", "key", "model_sizes", "parse_key", "path", "seed", "settings_from_config",
-           "switch_settings", "target_groups"]
+           "expand", "experiment_scenarios", "fmt", "grid", "key", "model_sizes", "parse_key", "path", "seed",
+           "settings_from_config", "switch_settings", "target_groups"]
 
 
 def model_sizes(experiment: Mapping[str, Any]) -> tuple[int, ...]:
@@ -263,6 +263,13 @@ def grid(experiments: Mapping[str, Mapping[str, Any]], scenarios: Sequence[str],
     return list(out)
 
 
+def experiment_scenarios(experiment: Mapping[str, Any], scenarios: Sequence[str]) -> list[str]:
+    """Those of ``scenarios`` (natural.scenarios) an experiment audits: its own ``scenarios``
+    (absent or null: all), in natural.scenarios' order."""
+    own = experiment.get("scenarios") or scenarios
+    return [s for s in scenarios if s in own]
+
+
 def expand(experiments: Mapping[str, Mapping[str, Any]], scenarios: Sequence[str],
            variation: Mapping[str, Any], *, target_epsilon: float, runs: int,
            repeats: int) -> list[Setting]:
@@ -278,8 +285,7 @@ def expand(experiments: Mapping[str, Mapping[str, Any]], scenarios: Sequence[str
         base = {**experiments[exp], "target_epsilon": target_epsilon, "runs": runs}
         lists = {name: list(variation.get(src, base[src] if name == "q" else [base[src]]))
                  for name, src in VARIABLE.items()}
-        own = experiments[exp].get("scenarios") or scenarios
-        for scenario in variation.get("scenarios", [s for s in scenarios if s in own]):
+        for scenario in variation.get("scenarios", experiment_scenarios(experiments[exp], scenarios)):
             for combo in itertools.product(*lists.values(), range(variation.get("repeats", repeats))):
                 knobs = dict(zip([*lists, "repeat"], combo))
                 out.append(Setting(experiment=exp, scenario=scenario, **_typed(knobs)))
