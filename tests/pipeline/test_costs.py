@@ -70,7 +70,8 @@ def test_every_model_is_its_seconds_with_the_margin():
           2000 + 8 * 50_000 * (15 * 2 + 4) / 2**20, 15 * 50_000 * (2 * 8 + 9))
     holds(costs.simulate_s1_job_resources(15, 25_000, [250, 500], 1.0), 15 * 50_000 * 2 * 8e-8,   # closed form
           2000 + 8 * 50_000 * (15 * 2 + 4) / 2**20, 15 * 50_000 * (2 * 8 + 9))
-    holds(costs.accounting_job_resources(1, 40), 0.15 * (12 + 40), 2000, 0)
+    holds(costs.accounting_job_resources(0.25, 500, 1, 40), 0.002 * 500**0.5 * 4 ** (1 / 3) * (15 + 40), 2000, 0)
+    holds(costs.accounting_job_resources(1.0, 2500, 5, 0), 0.002 * 50 * 5 * 15, 2000, 0)   # no subsampling
     holds(costs.reference_job_resources((600, 128, 100), 50_000, 0.25, 2500, 110_000 * 600),
           2500 * model_step_seconds((600, 128, 100), 12_501, "cpu"), 2000 + 2 * 4 * 110_000 * 600 / 2**20,
           4 * model_parameters((600, 128, 100)))

@@ -255,18 +255,18 @@ def s1_request(wc):
 
 def s1_calibration_request(wc):
     """Per target: sigma, then eps_S, eps_AR and group epsilon at it."""
-    return costs.accounting_job_resources(len(S1["target_epsilons"]), 3 * len(S1["target_epsilons"]))
+    return costs.accounting_job_resources(float(wc.q), S1["steps"], len(S1["target_epsilons"]), 0)
 
 
 def natural_calibration_request(wc):
     """Sigma, then eps_S and eps_AR at every checkpoint."""
     v = values(wc)
-    return costs.accounting_job_resources(1, 2 * len(checkpoints(v["steps"], v["every"])))
+    return costs.accounting_job_resources(v["q"], v["steps"], 1, 2 * len(checkpoints(v["steps"], v["every"])))
 
 
 def grid_row_request(wc):
     """eps_S and eps_AR at every noise multiplier."""
-    return costs.accounting_job_resources(0, 2 * len(GRID["noise_multipliers"]))
+    return costs.accounting_job_resources(float(wc.q), GRID["steps"], 0, 2 * len(GRID["noise_multipliers"]))
 
 
 def world_runs(wc, bit):

@@ -31,7 +31,7 @@ from subaudit.validation import check_choice
 
 __all__ = ["ACCOUNTANT_EVALUATION_S", "CALIBRATION_EVALUATIONS", "ENGINE_COSTS", "FORWARD_BATCH",
            "FORWARD_VALUES_PER_INPUT", "PROCESS_MEMORY_MB", "S1_RUN_STEP_S",
-           "SPAN_BELOW", "SPAN_EXTRA_ROWS", "EngineCost", "accounting_job_resources", "craft_job_resources",
+           "SPAN_BELOW", "SPAN_EXTRA_ROWS", "EngineCost", "accountant_evaluation_seconds", "accounting_job_resources", "craft_job_resources",
            "features_job_resources", "model_parameters", "model_step_seconds", "reference_job_resources",
            "scores_bytes", "simulate_s1_job_resources", "trained_parameters", "training_job_resources"]
 
@@ -162,21 +162,31 @@ def craft_job_resources(work: tuple[float, float], sizes: Sequence[int], records
                        PROCESS_MEMORY_MB + graph_bytes / 2**20 + 2 * _values_mb(feature_values), 8 * sizes[0])
 
 
-#: Seconds of one accountant evaluation (an epsilon at one sigma, q and T, either adjacency), and
-#: the evaluations a calibration's root search costs. Measured (2026-11-30, one thread of the
-#: 2-core Intel Xeon VM, idle): an evaluation 0.002 s at T = 4, 0.04 at 100, 0.06-0.15 at 500,
-#: 0.11-0.14 at 2,500; a calibration 5 to 12 evaluations' time (0.2-1.1 s; more of the cheap
-#: ones at T under 20). Jobs take 0.4 to 2.4 times what this models in the default run, the tiny
-#: run and the rehearsal, where 0.4 s an evaluation and 40 a calibration overstated them 3 to
-#: 12 times (``tests/conftest.py:jobs_over_requests`` holds both ways).
-ACCOUNTANT_EVALUATION_S, CALIBRATION_EVALUATIONS = 0.15, 12
+#: An accountant evaluation (an epsilon at one sigma, q and T, either adjacency) costs
+#: ``ACCOUNTANT_EVALUATION_S * sqrt(T)`` seconds, times ``q ** -1/3`` when the steps are
+#: subsampled (q < 1; finer privacy-loss grids at small q), and a calibration's root search
+#: with its three evaluations after it (the S1 record: eps_S, eps_AR, group) costs
+#: :data:`CALIBRATION_EVALUATIONS` of them. Measured (2026-11-30, one thread of the 2-core Intel
+#: Xeon VM, warm process): an evaluation 0.008-0.021 s at q = 1 and T = 40, 0.016-0.029 at 500,
+#: 0.036 at 2,500; 0.027, 0.045 and 0.12 at q = 0.25; 0.062, 0.18 and 0.37 at q = 0.0625; 0.047
+#: and 0.14 at q = 0.01 (T = 40, 500); a calibration with its three evaluations 5 to 20 of them
+#: (up to 67 at q = 1 and the smallest targets, where the group accountant's delta is tightest).
+#: The earlier model (0.15 s an evaluation whatever q and T) overstated the tiny run's S1
+#: calibrations 8 times.
+ACCOUNTANT_EVALUATION_S, CALIBRATION_EVALUATIONS = 0.002, 15
 
 
-def accounting_job_resources(calibrations: int, evaluations: int) -> dict[str, int]:
-    """An accounting job (``calibrate_s1``, ``calibrate_natural``, ``ratio_grid_row``):
-    ``calibrations`` root searches for sigma and ``evaluations`` more accountant evaluations, at
-    :data:`ACCOUNTANT_EVALUATION_S` each; the process's memory."""
-    seconds = ACCOUNTANT_EVALUATION_S * (calibrations * CALIBRATION_EVALUATIONS + evaluations)
+def accountant_evaluation_seconds(q: float, steps: int) -> float:
+    """Modelled seconds of one accountant evaluation at sampling rate ``q`` over ``steps``."""
+    return ACCOUNTANT_EVALUATION_S * steps**0.5 * (1.0 if q >= 1 else q ** (-1 / 3))
+
+
+def accounting_job_resources(q: float, steps: int, calibrations: int, evaluations: int) -> dict[str, int]:
+    """An accounting job (``calibrate_s1``, ``calibrate_natural``, ``ratio_grid_row``) at sampling
+    rate ``q`` over ``steps``: ``calibrations`` root searches for sigma (each with its record's
+    evaluations) and ``evaluations`` more accountant evaluations
+    (:func:`accountant_evaluation_seconds` each); the process's memory."""
+    seconds = accountant_evaluation_seconds(q, steps) * (calibrations * CALIBRATION_EVALUATIONS + evaluations)
     return job_request(seconds, PROCESS_MEMORY_MB)
 
 
