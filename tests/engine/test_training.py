@@ -315,7 +315,7 @@ def test_one_thread_cpu_chunks_fit_the_cache():
               observe=lambda t, params, grads: chunks.append(params[0].shape[0]))
         return list(chunks)
 
-    setup = batching.Setup(model, data, canary, dp, "gather", engine.gather_slots(400, 0.125, 1e-3),
+    setup = batching.Setup(model, data, canary, dp, batching.BATCHINGS["gather"], engine.gather_slots(400, 0.125, 1e-3),
                            0, torch.device("cpu"), torch.float32, model, None)
     per_run = batching.bytes_per_run(setup, 402)
     blocks = training.CPU_CHUNK_BYTES // per_run // engine.MIN_CHUNK

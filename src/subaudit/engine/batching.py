@@ -1,6 +1,8 @@
 """Batching: which rows a step of a chunk of runs computes, and how.
 
-Policies (:data:`BATCHINGS`, chosen by :func:`choose_batching`):
+Modes (:data:`BATCHINGS`, a registry of :class:`Batching` strategies, chosen by
+:func:`choose_batching`): each says what a run holds in memory, which rows a step computes and
+how it sums their clipped gradients.
 
 * ``per-run`` (CPU, the compiled kernels): each run trained to its last step before the
   next, its sampled records one at a time, its state in the core's cache;
@@ -13,6 +15,9 @@ Policies (:data:`BATCHINGS`, chosen by :func:`choose_batching`):
 * ``sampled`` (a linear head at small q): the logits and weight gradients of the sampled
   (run, record) pairs only.
 
+A new mode is a :class:`Batching` subclass and its entry in :data:`BATCHINGS` (with its rule in
+:func:`choose_batching` if ``auto`` is to pick it).
+
 Every product has shapes that depend on neither the other runs nor the chunking (gather and
 overflow slots depend only on n and q), and runs are trained in aligned blocks of
 :data:`MIN_CHUNK` consecutive indices, run r always in slot ``r % MIN_CHUNK``, so a run's
@@ -24,7 +29,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 
@@ -36,11 +41,9 @@ from subaudit.validation import ParameterError, check_choice
 if TYPE_CHECKING:
     from subaudit.engine.canaries import Canary
 
-__all__ = ["BATCHINGS", "GATHER_MIN_WIDTH", "MIN_CHUNK", "SLOT_MAIN_TAIL", "SLOT_TAIL", "Setup",
-           "add_overflow", "bytes_per_run", "choose_batching", "clipped_sum_sampled", "gather_slots",
-           "input_rows", "make_batch", "shared_rows"]
-
-BATCHINGS: tuple[str, ...] = ("auto", "dense", "gather", "sampled", "per-run")
+__all__ = ["BATCHINGS", "GATHER_MIN_WIDTH", "MIN_CHUNK", "SLOT_MAIN_TAIL", "SLOT_TAIL", "Batching", "Setup",
+           "bytes_per_run", "choose_batching", "clipped_sum_sampled", "gather_slots", "input_rows",
+           "shared_rows"]
 
 #: Runs are trained in aligned blocks of this many consecutive run indices.
 #: Batched products round a matrix differently by its position in the batch and
@@ -102,15 +105,14 @@ def choose_batching(batching: str, model: MLP, n: int, q: float, device: torch.d
     dense 47, gather 141).  ``sampled`` computes a linear head's logits and weight
     gradients of the sampled (run, record) pairs only, without copying rows.
     """
-    check_choice(batching, "batching", BATCHINGS)
+    check_choice(batching, "batching", ("auto", *BATCHINGS))
     linear = len(model.sizes) == 2
-    if batching == "sampled" and not linear:
-        raise ParameterError("batching", batching, "'auto', 'dense', 'gather' or 'per-run' for an MLP "
-                             "('sampled' needs a linear head)")
-    if batching == "per-run" and (device.type != "cpu" or observed):
-        raise ParameterError("batching", batching, "'auto', 'dense', 'gather' or 'sampled' on a GPU "
-                             "or with an observer ('per-run' is the CPU kernels, which train each "
-                             "run to the end)")
+    if batching != "auto" and BATCHINGS[batching].linear_only and not linear:
+        raise ParameterError("batching", batching, f"{_others(batching)} for an MLP "
+                             f"('{batching}' needs a linear head)")
+    if batching != "auto" and BATCHINGS[batching].whole_runs and (device.type != "cpu" or observed):
+        raise ParameterError("batching", batching, f"{_others(batching)} on a GPU or with an observer "
+                             f"('{batching}' is the CPU kernels, which train each run to the end)")
     if len(model.sizes) > 17:
         raise ParameterError("sizes", len(model.sizes), "at most 16 layers")
     compiled = device.type == "cpu" and kernels.available()
@@ -130,7 +132,7 @@ class Setup:
     data: Records
     canary: Canary | None
     dp: DPConfig
-    batching: str
+    batching: Batching
     slots: int          # gather slots per run, then ``overflow`` more for the rare excess
     overflow: int
     device: torch.device
@@ -155,16 +157,15 @@ class Setup:
 
 
 def bytes_per_run(s: Setup, test_rows: int, snapshots: int = 0) -> int:
-    """Rough peak memory of one run in a chunk (activations, gradients, state); the
-    ``per-run`` kernels hold one run's records at a time, outside the chunk, and keep the
-    run's parameters at its ``snapshots`` checkpoints."""
-    rows = {"gather": s.slots + s.m, "per-run": 0}.get(s.batching, s.n + 2 * s.m)
+    """Rough peak memory of one run in a chunk (activations, gradients, state): the rows its
+    step holds (:meth:`Batching.rows`), or the test rows if more; a mode that trains whole runs
+    also keeps the run's parameters at its ``snapshots`` checkpoints."""
     width = sum(s.model.sizes[1:])
-    per_row = 5 * width + 4 + (s.model.sizes[0] if s.batching == "gather" else 0)
+    per_row = 5 * width + 4 + s.batching.row_values(s)
     params = s.model.num_params * (6 + (2 if s.dp.optimizer == "adam" else 0)
-                                   + (snapshots if s.batching == "per-run" else 0))
+                                   + (snapshots if s.batching.whole_runs else 0))
     item = torch.empty(0, dtype=s.dtype).element_size()
-    return item * (max(rows, test_rows) * per_row + params)
+    return item * (max(s.batching.rows(s), test_rows) * per_row + params)
 
 
 def input_rows(s: Setup) -> tuple[torch.Tensor, torch.Tensor] | None:
@@ -192,24 +193,6 @@ def _shared_weight(s: Setup, masks: torch.Tensor, bits: torch.Tensor) -> torch.T
         canary_in = masks[:, s.n + i]
         cols += [(canary_in & bits[:, i])[:, None], (canary_in & ~bits[:, i])[:, None]]
     return torch.cat(cols, dim=1)
-
-
-def make_batch(s: Setup, masks: torch.Tensor, bits: torch.Tensor, table) -> Batch:
-    """This step's rows and weights for a chunk; ``masks`` is (R, n_records) bool, ``bits``
-    (R, m) bool and ``table`` the rows of :func:`shared_rows`.  Gather batching packs each
-    run's first ``s.slots`` sampled records (ascending) and its canary rows."""
-    n = s.n
-    rows = input_rows(s)
-    if s.batching in ("dense", "sampled"):
-        x, y, x_sq = table
-        return Batch(x, y, x_sq, _shared_weight(s, masks, bits).to(s.dtype), shared=True)
-    idx, weight = _slots(masks[:, :n], 0, s.slots)
-    if rows is not None:
-        # z of canary i is table row n + 2i, z' row n + 2i + 1.
-        pick = n + 2 * torch.arange(s.m, device=masks.device) + (~bits).long()
-        idx = torch.cat([idx, pick], dim=1)
-        weight = torch.cat([weight, masks[:, n:n + s.m]], dim=1)
-    return _gathered(table, idx, weight, s.dtype, s.workspace)
 
 
 def _slots(base: torch.Tensor, lo: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -246,7 +229,7 @@ def _gathered(table, idx: torch.Tensor, weight: torch.Tensor, dtype: torch.dtype
                   x_sq[flat].view(R, width), weight.to(dtype), shared=False)
 
 
-def add_overflow(s: Setup, params: Sequence[torch.Tensor], masks: torch.Tensor, table,
+def _add_overflow(s: Setup, params: Sequence[torch.Tensor], masks: torch.Tensor, table,
                   clip: float, grads: Sequence[torch.Tensor], scale: float) -> None:
     """Add the clipped gradients of records beyond a run's ``s.slots`` gather slots.
 
@@ -316,3 +299,99 @@ def clipped_sum_sampled(
     sums = torch.nn.functional.embedding_bag(cols, x, offsets[:-1], mode="sum",
                                              per_sample_weights=weights)
     gw.view(R * K, d).copy_(sums)
+
+
+class Batching:
+    """A batching mode: what a run's step holds in memory, which rows it computes and how
+    their clipped gradients are summed. This base is ``dense`` batching: the rows of
+    :func:`shared_rows`, shared by all runs, weighted by each run's sample."""
+
+    name: ClassVar[str] = "dense"
+    #: Needs a linear head (one weight matrix and a bias).
+    linear_only: ClassVar[bool] = False
+    #: The compiled CPU kernels train each run to its end (:func:`kernels.train_runs`): no step
+    #: in torch, no observer; the run's parameters are kept at each checkpoint.
+    whole_runs: ClassVar[bool] = False
+
+    def rows(self, s: Setup) -> int:
+        """Rows one run's step holds (activations and gradients each)."""
+        return s.n + 2 * s.m
+
+    def row_values(self, s: Setup) -> int:
+        """Values a row holds besides its activations (its own copy of the inputs)."""
+        return 0
+
+    def batch(self, s: Setup, masks: torch.Tensor, bits: torch.Tensor, table) -> Batch:
+        """This step's rows and weights for a chunk; ``masks`` is (R, n_records) bool, ``bits``
+        (R, m) bool and ``table`` the rows of :func:`shared_rows`."""
+        x, y, x_sq = table
+        return Batch(x, y, x_sq, _shared_weight(s, masks, bits).to(s.dtype), shared=True)
+
+    def clipped_sum(self, s: Setup, params: Sequence[torch.Tensor], batch: Batch, masks: torch.Tensor, table,
+                    grads: Sequence[torch.Tensor], scale: float) -> None:
+        """Each run's sum of its batch's clipped gradients, times ``scale``, into ``grads``: a
+        linear head on the CPU through the compiled kernel, else :func:`clipped_sum`."""
+        if len(params) == 2 and s.device.type == "cpu" and kernels.available():
+            kernels.head_clipped_sum(params, batch.x, batch.y, batch.x_sq, batch.weight, s.dp.clip, grads, scale)
+        else:
+            clipped_sum(params, batch, s.dp.clip, scale, out=grads)
+
+
+class Sampled(Batching):
+    """``sampled``: a linear head's logits and weight gradients of the sampled (run, record)
+    pairs only (:func:`clipped_sum_sampled`), over the shared rows."""
+
+    name = "sampled"
+    linear_only = True
+
+    def clipped_sum(self, s: Setup, params: Sequence[torch.Tensor], batch: Batch, masks: torch.Tensor, table,
+                    grads: Sequence[torch.Tensor], scale: float) -> None:
+        clipped_sum_sampled(params, batch, s.dp.clip, grads, scale)
+
+
+class Gather(Batching):
+    """``gather``: each run's first ``s.slots`` sampled records (ascending) and its canary rows
+    packed into rows of its own; the records beyond its slots through overflow slots."""
+
+    name = "gather"
+
+    def rows(self, s: Setup) -> int:
+        return s.slots + s.m
+
+    def row_values(self, s: Setup) -> int:
+        return s.model.sizes[0]
+
+    def batch(self, s: Setup, masks: torch.Tensor, bits: torch.Tensor, table) -> Batch:
+        idx, weight = _slots(masks[:, :s.n], 0, s.slots)
+        if input_rows(s) is not None:
+            # z of canary i is table row n + 2i, z' row n + 2i + 1.
+            pick = s.n + 2 * torch.arange(s.m, device=masks.device) + (~bits).long()
+            idx = torch.cat([idx, pick], dim=1)
+            weight = torch.cat([weight, masks[:, s.n:s.n + s.m]], dim=1)
+        return _gathered(table, idx, weight, s.dtype, s.workspace)
+
+    def clipped_sum(self, s: Setup, params: Sequence[torch.Tensor], batch: Batch, masks: torch.Tensor, table,
+                    grads: Sequence[torch.Tensor], scale: float) -> None:
+        clipped_sum(params, batch, s.dp.clip, scale, out=grads)
+        _add_overflow(s, params, masks, table, s.dp.clip, grads, scale)
+
+
+class PerRun(Batching):
+    """``per-run`` (CPU, the compiled kernels): each run trained to its last step before the
+    next, its sampled records one at a time, so a chunk holds no rows."""
+
+    name = "per-run"
+    whole_runs = True
+
+    def rows(self, s: Setup) -> int:
+        return 0
+
+
+#: The batching modes by name (``auto`` besides them: :func:`choose_batching`).
+BATCHINGS: dict[str, Batching] = {b.name: b for b in (Batching(), Gather(), Sampled(), PerRun())}
+
+
+def _others(name: str) -> str:
+    """The other modes' names, quoted, for an error message."""
+    names = [f"'{n}'" for n in ("auto", *BATCHINGS) if n != name]
+    return ", ".join(names[:-1]) + " or " + names[-1]

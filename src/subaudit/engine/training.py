@@ -29,20 +29,18 @@ from tqdm.auto import tqdm
 
 from subaudit.engine import kernels
 from subaudit.engine.batching import (
+    BATCHINGS,
     MIN_CHUNK,
     SLOT_MAIN_TAIL,
     Setup,
-    add_overflow,
     bytes_per_run,
     choose_batching,
-    clipped_sum_sampled,
     gather_slots,
     input_rows,
-    make_batch,
     shared_rows,
 )
 from subaudit.engine.canaries import Canary, InputCanary
-from subaudit.engine.dpsgd import DPConfig, add_noise, adam_update, clipped_sum, forward, sgd_update
+from subaudit.engine.dpsgd import DPConfig, add_noise, adam_update, forward, sgd_update
 from subaudit.engine.model import MLP, Records, init_params
 from subaudit.engine.span import canary_in_span, choose_basis
 from subaudit.engine.streams import NOISE, RunStreams, draw_step
@@ -128,17 +126,18 @@ def _train_chunk(
         if t in want_acc and test is not None:
             accuracy[want_acc[t]] = _accuracy(at, test, test_rows).cpu().numpy()
 
-    run = _run_per_run if s.batching == "per-run" else _run_steps
+    run = _run_whole if s.batching.whole_runs else _run_steps
     run(s, params, streams, bits, keep, sorted(want_scores.keys() | want_acc.keys()), record, bar, observe)
     final = [p[keep].cpu().numpy() for p in params]
     return scores[:, real], accuracy[:, real], final, list(extra[:, :, real])
 
 
-def _run_per_run(s: Setup, params: list[torch.Tensor], streams: Sequence[RunStreams], bits: torch.Tensor,
+def _run_whole(s: Setup, params: list[torch.Tensor], streams: Sequence[RunStreams], bits: torch.Tensor,
                  keep: torch.Tensor, at_steps: list[int], record: Callable[[int, Sequence[torch.Tensor]], None],
                  bar: tqdm, observe: Observer | None) -> None:
-    """The ``per-run`` batching: every step of the chunk's runs in the compiled kernel, which
-    hands back the parameters at ``at_steps`` for ``record``; ``params`` stay the initial ones."""
+    """A mode that trains whole runs (``per-run``): every step of the chunk's runs in the
+    compiled kernel, which hands back the parameters at ``at_steps`` for ``record``; ``params``
+    stay the initial ones."""
     dp, R = s.dp, len(bits)
     scale = dp.gradient_scale(s.n_records)
     snaps = kernels.train_runs(
@@ -156,7 +155,7 @@ def _run_per_run(s: Setup, params: list[torch.Tensor], streams: Sequence[RunStre
 def _run_steps(s: Setup, params: list[torch.Tensor], streams: Sequence[RunStreams], bits: torch.Tensor,
                keep: torch.Tensor, at_steps: list[int], record: Callable[[int, Sequence[torch.Tensor]], None],
                bar: tqdm, observe: Observer | None) -> None:
-    """The other batchings: step by step in torch, ``params`` updated in place; ``record`` at
+    """The other modes: step by step in torch, ``params`` updated in place; ``record`` at
     every step (it keeps those it wants), ``observe`` after each."""
     dp, R, dev, dt = s.dp, len(bits), s.device, s.dtype
     table = shared_rows(s)
@@ -177,15 +176,7 @@ def _run_steps(s: Setup, params: list[torch.Tensor], streams: Sequence[RunStream
             draw_step(streams, uniforms, None)
         masks = all_in if uniforms is None else uniforms < rates
         # Gradients are divided by the expected batch size as they are made.
-        batch = make_batch(s, masks, bits, table)
-        if s.batching == "sampled":
-            clipped_sum_sampled(params, batch, dp.clip, grads, scale)
-        elif len(params) == 2 and batch.shared and dev.type == "cpu" and kernels.available():
-            kernels.head_clipped_sum(params, batch.x, batch.y, batch.x_sq, batch.weight, dp.clip, grads, scale)
-        else:
-            clipped_sum(params, batch, dp.clip, scale, out=grads)
-        if s.batching == "gather":
-            add_overflow(s, params, masks, table, dp.clip, grads, scale)
+        s.batching.clipped_sum(s, params, s.batching.batch(s, masks, bits, table), masks, table, grads, scale)
         for i, layer, cols, values in canary_g:
             grads[layer].view(R, -1).index_add_(1, cols, values * masks[:, s.n + i, None].to(dt))
         noisy_step(grads, t + 1)
@@ -331,7 +322,7 @@ def _setup(model: MLP, data: Records, canary: Canary | None, dp: DPConfig, also:
     if canary is not None:
         canary = canary.to(dev, dtype)
     slots = gather_slots(n, dp.sampling_rate, SLOT_MAIN_TAIL)
-    return Setup(model, data, canary, dp, mode, slots, gather_slots(n, dp.sampling_rate) - slots, dev, dtype,
+    return Setup(model, data, canary, dp, BATCHINGS[mode], slots, gather_slots(n, dp.sampling_rate) - slots, dev, dtype,
                  full, span), also
 
 
@@ -389,7 +380,7 @@ def train(
     test_rows = setup.n + 2 if test is None else min(test.x.shape[0], setup.n + 2)
     test_dev = None if test is None else Records(test.x.to(dev, dtype), test.y.to(dev, torch.long))
     budget = memory_mb * 2**20
-    if dev.type == "cpu" and torch.get_num_threads() == 1 and setup.batching != "per-run":
+    if dev.type == "cpu" and torch.get_num_threads() == 1 and not setup.batching.whole_runs:
         budget = min(budget, CPU_CHUNK_BYTES)
     snapshots = len(set(steps_out.tolist()) | set(acc.tolist()))
     per_chunk = max(1, int(budget // bytes_per_run(setup, test_rows, snapshots)) // MIN_CHUNK)

@@ -31,8 +31,8 @@ from subaudit.validation import check_choice
 
 __all__ = ["ACCOUNTANT_EVALUATION_S", "CALIBRATION_EVALUATIONS", "ENGINE_COSTS", "FORWARD_BATCH",
            "FORWARD_VALUES_PER_INPUT", "PROCESS_MEMORY_MB", "S1_RUN_STEP_S",
-           "SPAN_BELOW", "SPAN_EXTRA_ROWS", "EngineCost", "accountant_evaluation_seconds", "accounting_job_resources", "craft_job_resources",
-           "features_job_resources", "model_parameters", "model_step_seconds", "reference_job_resources",
+           "SPAN_BELOW", "SPAN_EXTRA_ROWS", "EngineCost", "accountant_evaluation_seconds",
+           "accounting_job_resources", "craft_job_resources", "features_job_resources", "model_parameters", "model_step_seconds", "reference_job_resources",
            "scores_bytes", "simulate_s1_job_resources", "trained_parameters", "training_job_resources"]
 
 
