@@ -298,7 +298,7 @@ def _cmd_deep_cost(args: argparse.Namespace) -> None:
     from subaudit.data import SOURCES
     from subaudit.devices import resolve_device
     from subaudit.integrations.deep import audit_examples, training_rate
-    from subaudit.scenarios.deep_canaries import case_training, case_trainings
+    from subaudit.scenarios.deep_cases import case_training, case_trainings
 
     params = _configuration(args)
     deep = params["deep"]

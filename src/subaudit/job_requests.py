@@ -1,6 +1,5 @@
 """A workflow job's SLURM requests from its modelled work: one formula for every cost model
-(:mod:`subaudit.pipeline.costs` for the natural-data, S1 and accounting jobs,
-:mod:`subaudit.scenarios.deep_canaries` for the deep-network ones). Importable without torch: the
+(:mod:`subaudit.pipeline.costs`). Importable without torch: the
 workflow reads it while Snakemake parses."""
 
 from __future__ import annotations

@@ -14,15 +14,8 @@ from subaudit.data import Dataset
 from subaudit.estimation.procedures import PROCEDURES, procedure_epsilon
 from subaudit.integrations import deep
 from subaudit.integrations.networks import NETWORKS, build, parameter_count
-from subaudit.scenarios.deep_canaries import (
-    DEEP_KINDS,
-    Pairs,
-    NETWORK_COSTS,
-    NETWORK_NAMES,
-    SCORES,
-    audit_job_resources,
-    make_pairs,
-)
+from subaudit.pipeline.costs import NETWORK_COSTS, NETWORK_NAMES, audit_job_resources
+from subaudit.scenarios.deep_canaries import DEEP_KINDS, SCORES, Pairs, make_pairs
 from subaudit.validation import ParameterError
 
 pytestmark = [pytest.mark.filterwarnings("ignore:Full backward hook"),
@@ -113,7 +106,7 @@ def test_the_pretraining_jobs_resources_grow_with_its_epochs():
     """Minutes: 10 + 3 x epochs x public images / (the network's Opacus rate, scaled to the
     input) / 60, rounded up (a bound: a non-private step needs no per-example gradients);
     memory on the CPU: 3,000 MB + 12 bytes x parameters x batch, on a GPU 3,000 MB."""
-    from subaudit.scenarios.deep_canaries import pretrain_job_resources
+    from subaudit.pipeline.costs import pretrain_job_resources
 
     default = {"network": "sample-convnet", "sizes": {"public": 4000}, "pretrain": {"epochs": 3, "batch": 128}}
     cpu = pretrain_job_resources(default, "cpu", (28, 28))
@@ -218,7 +211,7 @@ def test_a_case_chooses_its_own_selections():
     """case_setting: a case's own kinds, games, repeats and gradient canaries where it names them,
     the deep phase's otherwise; case_audits lists every training once, the white-box trainings
     white_box_repeats times; case_training keeps the DP-SGD settings only."""
-    from subaudit.scenarios.deep_canaries import case_audits, case_setting, case_training
+    from subaudit.scenarios.deep_cases import case_audits, case_setting, case_training
 
     d = {"kinds": ["random", "gradient"], "games": ["membership", "substitute"], "repeats": 2,
          "trainings": "white-box-apart", "gradient_canaries": 100, "gradient_scores": ["update"],
@@ -382,7 +375,7 @@ def test_white_box_apart_trains_the_gradient_canaries_alone(data):
     kind gets with one kind per training (same group, same seeds, same scores), whatever input
     kinds the audit has. The input kinds' scores there are not those of a training that also
     holds the gradient canaries."""
-    from subaudit.scenarios.deep_canaries import group_canaries, training_groups
+    from subaudit.scenarios.deep_cases import group_canaries, training_groups
 
     kinds = ["random", "mislabeled", "gradient"]
     assert training_groups(kinds, "together") == ["all"]
@@ -463,7 +456,7 @@ def test_bf16_trains_what_fp32_trains_within_rounding(data):
     tf32 on the CPU is fp32; a name not in PRECISIONS is refused."""
     from scipy import stats
 
-    from subaudit.scenarios.deep_canaries import PRECISIONS
+    from subaudit.scenarios.deep_cases import PRECISIONS
 
     assert set(PRECISIONS) == {"fp32", "tf32", "bf16"}
     pairs = deep.make_canaries(data, ["random", "mislabeled"], 16, seed=3)

@@ -277,7 +277,7 @@ def test_the_paper_presets_crafting_job_asks_for_its_unroll(repo_root):
 
     from subaudit.job_requests import UNMEASURED_GPU_MACS_PER_S
     from subaudit.scenarios.canary_optimisation import PROXY_NETWORKS
-    from subaudit.scenarios.deep_canaries import canaries_job_resources
+    from subaudit.pipeline.costs import canaries_job_resources
 
     block = paper_dry_run().split("rule deep_canaries:", 1)[1].split("\nrule ", 1)[0]
     asked = dict(re.findall(r"\b(mem_mb|runtime|gpu)=(\d+)", block))

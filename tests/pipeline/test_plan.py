@@ -91,7 +91,7 @@ def test_the_paper_presets_expected_gpu_hours_are_deep_costs_count_at_the_measur
 
     from subaudit.integrations.deep import audit_examples
     from subaudit.pipeline.config import load_params, read_yaml
-    from subaudit.scenarios.deep_canaries import NETWORK_COSTS
+    from subaudit.pipeline.costs import NETWORK_COSTS
 
     params = load_params(ROOT / "params.yaml")
     for preset in ("paper", "gpu"):

@@ -327,7 +327,7 @@ def test_the_crafting_cost_model_holds_what_a_metastep_takes(network, width, bat
     tests/workflow/test_workflow.py; timing here would measure the machine's load.)"""
     import json
 
-    from subaudit.scenarios.deep_canaries import UNROLL_MEMORY_MARGIN
+    from subaudit.pipeline.costs import UNROLL_MEMORY_MARGIN
 
     if not Path("/proc/self/clear_refs").exists():
         pytest.skip("Linux' /proc/self/clear_refs resets the peak a metastep is measured from")

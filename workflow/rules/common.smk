@@ -14,7 +14,9 @@ from subaudit.reporting.figure_registry import experiment_figure, figures_for
 from subaudit.data import SOURCES
 from subaudit.estimation import ESTIMATORS
 from subaudit.scenarios.one_run_canaries import CANARY_KINDS
-from subaudit.scenarios.deep_canaries import DEEP_KINDS, audit_job_resources, case_audits, case_setting, case_training, canaries_job_resources, group_canaries, pretrain_job_resources
+from subaudit.scenarios.deep_canaries import DEEP_KINDS
+from subaudit.scenarios.deep_cases import case_audits, case_setting, case_training, group_canaries
+from subaudit.pipeline.costs import audit_job_resources, canaries_job_resources, pretrain_job_resources
 from subaudit.scenarios import SCENARIOS
 from subaudit.schedule import checkpoints
 from subaudit.pipeline.prefetch import downloads

@@ -39,8 +39,8 @@ from subaudit.devices import fixed_threads
 from subaudit.estimation.procedures import ScoreSet, bound_rows
 from subaudit.integrations.audit import OneRunAudit
 from subaudit.integrations.networks import build
-from subaudit.scenarios.deep_canaries import (CASES, DEEP_KINDS, PRECISIONS, PROXY_RECORDS, Pairs, case_training,
-                                     case_trainings, make_pairs)
+from subaudit.scenarios.deep_canaries import DEEP_KINDS, PROXY_RECORDS, Pairs, make_pairs
+from subaudit.scenarios.deep_cases import CASES, PRECISIONS, case_training, case_trainings
 from subaudit.seeding import derive_seed
 from subaudit.validation import Diverged, ParameterError, check_choice, check_count, check_memory
 
@@ -244,7 +244,7 @@ class Training:
 
 @contextlib.contextmanager
 def arithmetic(precision: str, device: str) -> Iterator[None]:
-    """The arithmetic of ``precision`` (:data:`~subaudit.scenarios.deep_canaries.PRECISIONS`) for what runs
+    """The arithmetic of ``precision`` (:data:`~subaudit.scenarios.deep_cases.PRECISIONS`) for what runs
     inside: TF32 products on a GPU (restored after), or a bfloat16 autocast of the forward."""
     check_choice(precision, "precision", PRECISIONS)
     cuda = str(device).startswith("cuda")
@@ -338,7 +338,7 @@ def run_audit(case: str, game: str, repeat: int, *, data: DeepData, pairs: Mappi
     """One audit: one DP training of ``network`` holding the canaries of ``pairs`` (its input
     kinds) and ``gradient_canaries`` white-box ones; their scores and secret bits kind by kind
     (bounds: :func:`audit_rows`, so that a change of delta, alpha or procedure retrains nothing).
-    ``group`` names the training's canaries (:func:`subaudit.scenarios.deep_canaries.training_groups`:
+    ``group`` names the training's canaries (:func:`subaudit.scenarios.deep_cases.training_groups`:
     "all", every kind together; "inputs", the input kinds; else the one kind it holds, as
     Table 2 trains them) and enters its seeds, so each group's trainings are its own.
     ``gradient_width`` > 1 makes the substitute game's gradient slots k-ary (``k = 2 **

@@ -13,9 +13,9 @@ library itself needs.
 * :mod:`~subaudit.pipeline.logs`: one log file per job;
 * :mod:`~subaudit.pipeline.prefetch`: every archive and weight a configuration downloads,
   fetched once where there is internet (``subaudit prefetch``);
-* :mod:`~subaudit.pipeline.costs`: what the engine's training jobs cost (measured per-unit
-  costs by device kind), for their requests (the deep phase's are
-  :mod:`subaudit.scenarios.deep_canaries`'s);
+* :mod:`~subaudit.pipeline.costs`: what every computing job costs (measured per-unit costs by
+  device kind: the engine's trainings, features, crafting, S1, accounting, the deep phase's
+  networks), for their requests;
 * :mod:`~subaudit.pipeline.plan`: what a configuration submits and reserves, from
   Snakemake's dry run (``subaudit plan``);
 * :mod:`~subaudit.pipeline.warm`: the warm worker, which runs a local workflow's jobs in

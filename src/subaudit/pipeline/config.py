@@ -264,7 +264,9 @@ def _check_deep_names(deep: Mapping[str, Any], source: str) -> None:
     from subaudit.data import SOURCES
     from subaudit.estimation.procedures import GAMES, PROCEDURES
     from subaudit.scenarios.canary_optimisation import PROXY_NETWORKS
-    from subaudit.scenarios.deep_canaries import CASES, DEEP_KINDS, NETWORK_NAMES, PROXY_RECORDS, SCORES
+    from subaudit.pipeline.costs import NETWORK_NAMES
+    from subaudit.scenarios.deep_canaries import DEEP_KINDS, PROXY_RECORDS, SCORES
+    from subaudit.scenarios.deep_cases import CASES
 
     images = [n for n, s in SOURCES.items() if s.family == "image"]
     if deep["source"] not in images:
@@ -288,7 +290,9 @@ def _check_deep_counts(params: Mapping[str, Any], source: str) -> None:
     """Each case's gradient canaries fit the network's parameters, the pool holds every input
     kind's pairs, and every canary count is enough for a positive bound by each procedure."""
     from subaudit.estimation.procedures import least_canaries
-    from subaudit.scenarios.deep_canaries import DEEP_KINDS, NETWORK_COSTS, case_setting
+    from subaudit.pipeline.costs import NETWORK_COSTS
+    from subaudit.scenarios.deep_canaries import DEEP_KINDS
+    from subaudit.scenarios.deep_cases import case_setting
 
     deep = params["deep"]
     parameters = NETWORK_COSTS[deep["network"]].parameters

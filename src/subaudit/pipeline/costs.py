@@ -2,8 +2,7 @@
 torch: the workflow reads it while Snakemake parses). Every model gives the job's modelled
 seconds on its device, its memory and its output from its setting and per-unit costs measured
 on a named machine; :func:`subaudit.job_requests.job_request` turns them into requests (a
-``runtime`` with its margin, the estimate itself as ``expected_s``, ``out_kb``). The
-deep-network jobs' models live with their networks (:mod:`subaudit.scenarios.deep_canaries`).
+``runtime`` with its margin, the estimate itself as ``expected_s``, ``out_kb``).
 
 Training (``train_shard``, ``train_target``, ``utility``, ``one_run``, and the non-private
 ``reference``): a job trains ``runs`` models of layer ``sizes`` for ``steps`` steps each, a
@@ -12,6 +11,9 @@ run's step): a fixed cost per layer (sampling, noise, bookkeeping), plus a cost 
 parameter of the expected batch (the per-example products and their clipping), with per-unit
 costs measured by device kind (:data:`ENGINE_COSTS`); its memory is the engine's budget
 (``natural.memory_mb``, which the engine keeps to) and the process's own.
+
+The deep-network jobs (``deep_audit``, ``deep_pretrain``, ``deep_canaries``): examples at the
+network's measured Opacus rate (:data:`NETWORK_COSTS`), and the metagradient proxy's unroll.
 
 Features (``features``): the backbone's multiply-accumulates per record at the measured rate
 (:class:`subaudit.data.backbones.Backbone`). Crafting (``craft``): the model-steps a scenario's
@@ -22,18 +24,25 @@ Accounting (calibrations, the ratio grid): accountant evaluations at a measured 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from subaudit.data.backbones import BACKBONES
 from subaudit.job_requests import UNMEASURED_GPU_MACS_PER_S, job_request
+from subaudit.scenarios.deep_canaries import DEEP_KINDS
+from subaudit.scenarios.deep_cases import case_setting
 from subaudit.validation import check_choice
 
-__all__ = ["ACCOUNTANT_EVALUATION_S", "CALIBRATION_EVALUATIONS", "ENGINE_COSTS", "FORWARD_BATCH",
-           "FORWARD_VALUES_PER_INPUT", "PROCESS_MEMORY_MB", "S1_RUN_STEP_S",
-           "SPAN_BELOW", "SPAN_EXTRA_ROWS", "EngineCost", "accountant_evaluation_seconds",
-           "accounting_job_resources", "craft_job_resources", "features_job_resources", "model_parameters", "model_step_seconds", "reference_job_resources",
-           "scores_bytes", "simulate_s1_job_resources", "trained_parameters", "training_job_resources"]
+__all__ = ["ACCOUNTANT_EVALUATION_S", "BASE_MEMORY_MB", "BYTES_PER_EXAMPLE_PARAMETER", "CALIBRATION_EVALUATIONS",
+           "CANARY_RECORD_BYTES", "ENGINE_COSTS", "FORWARD_BATCH", "FORWARD_VALUES_PER_INPUT", "NETWORK_COSTS",
+           "NETWORK_NAMES", "PROCESS_MEMORY_MB", "S1_RUN_STEP_S", "SPAN_BELOW", "SPAN_EXTRA_ROWS",
+           "UNROLL_MEMORY_MARGIN", "EngineCost", "NetworkCost", "accountant_evaluation_seconds",
+           "accounting_job_resources", "audit_job_resources", "canaries_job_resources", "craft_job_resources",
+           "features_job_resources", "model_parameters", "model_step_seconds", "pretrain_job_resources",
+           "reference_job_resources", "scores_bytes", "simulate_s1_job_resources", "trained_parameters",
+           "training_job_resources"]
 
 
 @dataclass(frozen=True)
@@ -207,3 +216,113 @@ def simulate_s1_job_resources(audits: int, runs_per_world: int, checkpoints: Seq
     seconds = audits * runs * sum(int(t) if q < 1 else 1 for t in checkpoints) * S1_RUN_STEP_S
     return job_request(seconds, PROCESS_MEMORY_MB + 8 * runs * (audits * len(checkpoints) + 4) / 2**20,
                        audits * scores_bytes(runs, len(checkpoints)))
+
+
+@dataclass(frozen=True)
+class NetworkCost:
+    """What Opacus' DP-SGD of a network costs, measured at a reference input of ``pixels``
+    values (channels x side x side): its trainable ``parameters`` there and examples per
+    second by device kind (``cpu``: one thread, as a ``deep_audit`` job has), for the SLURM
+    resources of an audit (:func:`audit_job_resources`)."""
+
+    parameters: int
+    pixels: int
+    rate: Mapping[str, float]
+    measured: str
+
+
+#: The networks of :data:`subaudit.integrations.networks.NETWORKS` (which imports torch) and
+#: their costs, readable while the workflow parses; a test holds the names and parameter
+#: counts equal to the built networks'.
+NETWORK_COSTS: dict[str, NetworkCost] = {
+    "sample-convnet": NetworkCost(26_010, 784, {"cpu": 2_857.0, "cuda": 10_492.0},
+                                  "cpu: one thread of a 2-core x86-64 VM, batch 64, 28x28x1 (2026-11-27); "
+                                  "cuda: one H100, the default's audits at batch 256"),
+    "wrn-16-4": NetworkCost(2_748_890, 3_072, {"cpu": 16.2, "cuda": 8_843.0},
+                            "cpu: one thread of a 2-core x86-64 VM, batch 32, 32x32x3 (2026-11-27); "
+                            "cuda: one H100, fp32, batch 1,024"),
+}
+NETWORK_NAMES: tuple[str, ...] = tuple(NETWORK_COSTS)
+#: Bytes an example of a physical batch holds per parameter on the CPU (Opacus' per-example
+#: gradient, float32, with room for the activations), and a job's memory besides.
+BYTES_PER_EXAMPLE_PARAMETER, BASE_MEMORY_MB = 12, 3_000
+#: Bytes of an audit's output per canary: its scores (loss, loss drop or update) as float64, its
+#: bit and its index.
+CANARY_RECORD_BYTES = 4 * 8 + 9
+
+
+def _training_job(deep: Mapping[str, Any], device: str, shape: tuple[int, ...], examples: int,
+                  in_memory: int, out_bytes: float) -> dict[str, int]:
+    """``runtime`` and ``mem_mb`` of a job that trains the deep phase's network on ``examples``
+    images of ``shape`` on ``device``, holding ``in_memory`` of them at once: the examples at the
+    network's measured Opacus rate (scaled by the input's size), with the margin of
+    :func:`subaudit.job_requests.job_request`; :data:`BASE_MEMORY_MB`, and on the CPU the held images'
+    per-example gradients; ``expected_s``, the training's seconds at that rate (no margin); and
+    ``out_kb``, its ``out_bytes`` (:func:`subaudit.job_requests.job_request`)."""
+    cost = NETWORK_COSTS[deep["network"]]
+    pixels = math.prod(shape)
+    kind = "cpu" if device == "cpu" else "cuda"
+    rate = cost.rate[kind] * cost.pixels / pixels
+    per_example = BYTES_PER_EXAMPLE_PARAMETER * cost.parameters * pixels / cost.pixels
+    held = in_memory * per_example / 2**20 if kind == "cpu" else 0
+    return job_request(examples / rate, BASE_MEMORY_MB + held, out_bytes)
+
+
+def audit_job_resources(deep: Mapping[str, Any], case: str, device: str, shape: tuple[int, ...]
+                        ) -> dict[str, int]:
+    """The SLURM ``runtime`` (minutes) and ``mem_mb`` of one deep audit of ``case`` on
+    ``device`` (cpu, or any other: a GPU) for images of ``shape`` (:func:`_training_job`): its
+    examples (steps x batch x augmentations); on the CPU the memory of a physical batch's
+    per-example gradients (``deep.physical_batch``, else the expected Poisson batch and 4
+    standard deviations, times the augmentations), on a GPU host memory for the data only; its
+    output: each canary's scores, bit and index (:data:`CANARY_RECORD_BYTES`), at most every
+    canary of the case in one training."""
+    c, sel = deep["cases"][case], case_setting(deep, case)
+    views, batch = int(c.get("augmentations", 1)), int(c["batch"])
+    physical = deep.get("physical_batch") or math.ceil(batch + 4 * math.sqrt(batch)) * views
+    canaries = int(deep["canaries"]) * len([k for k in sel["kinds"] if not DEEP_KINDS[k].white_box])
+    canaries += int(sel["gradient_canaries"]) if "gradient" in sel["kinds"] else 0
+    return _training_job(deep, device, shape, int(c["steps"]) * batch * views, physical,
+                         CANARY_RECORD_BYTES * canaries)
+
+
+def pretrain_job_resources(deep: Mapping[str, Any], device: str, shape: tuple[int, ...]) -> dict[str, int]:
+    """The ``runtime`` (minutes) and ``mem_mb`` of the fine-tuning case's pretraining
+    (``deep_pretrain``) on ``device`` for images of ``shape`` (:func:`_training_job`): ``epochs``
+    passes over the public images, a batch held at once; bounds, since a non-private step needs
+    no per-example gradients; it writes the network's parameters."""
+    pre = deep["pretrain"]
+    return _training_job(deep, device, shape, int(pre["epochs"]) * int(deep["sizes"]["public"]), int(pre["batch"]),
+                         4 * NETWORK_COSTS[deep["network"]].parameters)
+
+
+#: Margin of the crafting job's memory over its modelled unroll (the model is within 5% at the
+#: measured settings; this covers the graph's other tensors at other ones).
+UNROLL_MEMORY_MARGIN = 1.25
+
+
+def canaries_job_resources(deep: Mapping[str, Any], shape: tuple[int, ...], device: str) -> dict[str, int]:
+    """The requests of the job that makes the input canary kinds (``deep_canaries``) for images
+    of ``shape`` (H, W[, C]) on ``device``: with the metagradient kind, its ``metasteps`` at the
+    proxy's measured CPU rate (on a GPU at the assumed
+    :data:`~subaudit.job_requests.UNMEASURED_GPU_MACS_PER_S`), with the margin of
+    :func:`subaudit.job_requests.job_request`, and its proxy's kept unroll (``steps`` inner steps
+    of ``batch`` images, each the network's measured bytes per activation value, times
+    :data:`UNROLL_MEMORY_MARGIN`) over :data:`BASE_MEMORY_MB` (on a GPU the unroll is the GPU's
+    memory, not the host's); without it, the base. ``out_kb``: every input kind's pairs (float32
+    images)."""
+    from subaudit.scenarios.canary_optimisation import PROXY_NETWORKS
+
+    meta = deep["metagradient"]
+    inputs = len([k for k in deep["kinds"] if not DEEP_KINDS[k].white_box])
+    pairs = inputs * int(deep["canaries"]) * 2 * 4 * math.prod(shape)
+    if "metagradient" not in deep["kinds"]:
+        return job_request(0.0, BASE_MEMORY_MB, pairs)
+    net = PROXY_NETWORKS[meta["network"]]
+    image = (shape[2] if len(shape) == 3 else 1, shape[0], shape[1])
+    width, steps, batch = int(meta["width"]), int(meta["steps"]), int(meta["batch"])
+    unroll = steps * batch * net.activations(image, width) * net.unroll_bytes
+    rate = net.macs_per_second if device == "cpu" else UNMEASURED_GPU_MACS_PER_S
+    seconds = int(meta["metasteps"]) * steps * batch * net.macs(image, width) / rate
+    host = UNROLL_MEMORY_MARGIN * unroll / 2**20 if device == "cpu" else 0
+    return job_request(seconds, BASE_MEMORY_MB + host, pairs)

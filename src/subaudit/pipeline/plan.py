@@ -3,9 +3,8 @@
 :func:`planned_jobs` asks Snakemake itself (a dry run of the whole workflow, ``--forceall``)
 for every job a configuration makes and what each requests (``threads``, ``mem_mb``,
 ``runtime``, ``gpu``): the requests come from the rules' resources, which the cost models
-give (:mod:`subaudit.pipeline.costs` for every computing job but the deep-network ones,
-:mod:`subaudit.scenarios.deep_canaries` for those; each job also publishes its modelled seconds,
-without margin, as an ``expected_s`` resource); ``split`` asks for a fixed amount.
+give (:mod:`subaudit.pipeline.costs`; each job also publishes its modelled seconds, without
+margin, as an ``expected_s`` resource); ``split`` asks for a fixed amount.
 :func:`plan` sums them per rule: job count, the largest request, the hours the cluster reserves
 (CPU-hours, threads x runtime, of the CPU jobs; GPU-hours of the GPU jobs, ``natural.device``
 cuda or auto: upper bounds, since a runtime request carries a margin) and the hours the cost

@@ -18,7 +18,8 @@ from subaudit.estimation import estimate_epsilon, finite_r_ceiling
 from subaudit.estimation.one_run import FDP_FAMILIES
 from subaudit.estimation.procedures import GAMES, PROCEDURES, bound_label
 from subaudit.scenarios import SCENARIOS
-from subaudit.scenarios.deep_canaries import CASES, DEEP_KINDS, SCORES
+from subaudit.scenarios.deep_canaries import DEEP_KINDS, SCORES
+from subaudit.scenarios.deep_cases import CASES
 
 # Series names used in tables and legends.
 EPS_S = "eps_S (accounting)"

@@ -25,7 +25,9 @@ Beside the registry:
 * :mod:`~subaudit.scenarios.one_run_canaries`: the one-run canary kinds (a registry of their own) and
   one-run audits of m canaries in one training;
 * :mod:`~subaudit.scenarios.deep_canaries`: the canary kinds of one-run audits of deep networks (a
-  registry of their own: random, mislabeled, metagradient, gradient) and
+  registry of their own: random, mislabeled, metagradient, gradient);
+  :mod:`~subaudit.scenarios.deep_cases`: the deep phase's cases and how the kinds share their
+  trainings; and
   :mod:`~subaudit.scenarios.canary_optimisation`: metagradient canary optimisation through a
   proxy network's training;
 * :mod:`~subaudit.scenarios.reconstruction`: the data-trap reconstruction.

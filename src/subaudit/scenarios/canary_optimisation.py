@@ -245,7 +245,7 @@ class ProxyNetwork:
     its parameter tensors (requiring grad), ``forward(params, x)`` its logits for images ``x``
     (B, C, H, W) in [0, 1]; ``min_side`` is the smallest image side it takes; ``describe(width)``
     names the architecture.  What crafting through it costs (the workflow's job resources,
-    :func:`subaudit.scenarios.deep_canaries.canaries_job_resources`): ``activations(shape, width)`` and
+    :func:`subaudit.pipeline.costs.canaries_job_resources`): ``activations(shape, width)`` and
     ``macs(shape, width)``, the values its forward makes and its multiply-accumulates per image,
     ``unroll_bytes``, the memory an inner step of the kept unroll holds per activation value
     (measured: the forward's outputs, their normalised and rectified copies and the graph the
