@@ -111,10 +111,15 @@ def test_empty_inputs():
 
 
 def test_timm_and_sentence_transformers_import_in_fresh_process():
+    """After ensure_torchvision_ops (which the loaders call first), torchvision, timm and
+    Sentence-Transformers import on this torch; importing the module itself imports nothing
+    and defines no operator."""
     code = (
+        "import sys\n"
         "import subaudit.data.features as f\n"
-        "import torchvision, timm, sentence_transformers\n"
+        "assert 'torch' not in sys.modules and f._TORCHVISION_LIB is None  # no work at import\n"
         "patched = f.ensure_torchvision_ops()\n"
+        "import torchvision, timm, sentence_transformers\n"
         "assert patched is (f._TORCHVISION_LIB is not None)\n"
         "assert not (patched and torchvision.extension._has_ops())  # patched only if needed\n"
         "m = timm.create_model('tf_efficientnet_lite0', pretrained=False, num_classes=0)\n"
@@ -306,3 +311,28 @@ def test_text_features():
     assert sim[2, 3] > sim[2, 0] and sim[2, 3] > sim[2, 1]
     np.testing.assert_array_equal(text_features(texts, progress=False), e)
     np.testing.assert_array_equal(text_features(tuple(texts), batch_size=4, progress=False), e)
+
+
+def test_split_features_are_each_parts_features_on_one_thread():
+    """split_features: every part through its family's extractor (the same bits as calling it),
+    the records' own values as float32 for ``none``, each part's labels beside; one torch thread."""
+    import torch
+
+    from subaudit.data.loaders import Dataset
+
+    images, labels = _digits(3, 8, per_class=4)
+    parts = {"train": Dataset("image", images[:6], labels[:6], 2), "test": Dataset("image", images[6:], labels[6:], 2)}
+    threads = torch.get_num_threads()
+    try:
+        got = features.split_features(parts, "efficientnet-lite0", resolution=32, device="cpu")
+        assert torch.get_num_threads() == 1
+        for name, ds in parts.items():
+            np.testing.assert_array_equal(got[f"{name}_x"], image_features(
+                ds.x, "efficientnet-lite0", resolution=32, device="cpu", progress=False))
+            np.testing.assert_array_equal(got[f"{name}_y"], ds.y)
+    finally:
+        torch.set_num_threads(threads)
+    assert set(got) == {"train_x", "train_y", "test_x", "test_y"}
+    table = Dataset("tabular", np.eye(3, dtype=np.float64), np.array([0, 1, 1]), 2)
+    plain = features.split_features({"train": table}, "none")["train_x"]
+    assert plain.dtype == np.float32 and np.array_equal(plain, np.eye(3))

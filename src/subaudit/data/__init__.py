@@ -27,7 +27,7 @@ Modules, one concept each (bottom first; each imports only those above it):
   :func:`load_split`;
 * :mod:`~subaudit.data.backbones`: the catalogue of feature extractors (:data:`BACKBONES`,
   no torch);
-* :mod:`~subaudit.data.features`: frozen pretrained feature extractors (imports torch; not
+* :mod:`~subaudit.data.features`: frozen pretrained feature extractors (their functions import torch; not
   imported here);
 * :mod:`~subaudit.data.own_features`: a user's own features file.
 

@@ -37,8 +37,9 @@ CPU torch with the PyPI torchvision wheel: that wheel is a CUDA build whose C++ 
 not load with the CPU torch, and ``import torchvision`` (hence ``import timm`` and
 ``import sentence_transformers``) then fails with "operator torchvision::nms does not
 exist". :func:`ensure_torchvision_ops` defines the two op schemas torchvision needs at
-import time; it runs when this module is imported and does nothing where torchvision's
-ops load (a matching CUDA or CPU build).
+import time; the loaders call it before they import timm or Sentence-Transformers (importing
+this module does nothing of the kind), and it does nothing where torchvision's ops load (a
+matching CUDA or CPU build).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ import importlib.util
 import os
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,7 @@ import numpy as np
 
 from subaudit.data.acquisition import file_digest
 from subaudit.data.backbones import BACKBONES, Backbone, unverified
+from subaudit.data.loaders import Dataset
 from subaudit.data.sources import DataError, check_digest
 from subaudit.devices import resolve_device
 from subaudit.validation import ParameterError, check_count
@@ -69,6 +71,7 @@ __all__ = [
     "image_features",
     "load_image_backbone",
     "load_text_backbone",
+    "split_features",
     "text_features",
 ]
 
@@ -144,9 +147,6 @@ def _has_op(torch: Any, name: str) -> bool:
     except (AttributeError, RuntimeError):
         return False
     return True
-
-
-ensure_torchvision_ops()
 
 
 # ---------------------------------------------------------------------------
@@ -466,3 +466,30 @@ def text_features(
             device=dev,
         )
     return np.asarray(emb, dtype=np.float32).reshape(len(items), bb.dim)
+
+
+def split_features(parts: Mapping[str, Dataset], backbone: str, *, resolution: int = 224,
+                   device: str | None = None, weights_checksum: str | None = None,
+                   key: str = "weights_checksum") -> dict[str, np.ndarray]:
+    """The features of each part of a split (``train``, ``aux``, ``test``: ``<part>_x`` float32
+    and ``<part>_y``) by ``backbone``, or the records' own values (``"none"``: binary tabular
+    features). Downloaded weights are verified before any work (:func:`hub_weights`; ``key``
+    names the digest's configuration key in its error). On one CPU thread: kernels split their
+    reductions by thread count, and the features (hence every audit) must not depend on the
+    machine's core count (a GPU gives other bits)."""
+    if backbone != "none" and BACKBONES[backbone].hub_repo is not None:
+        hub_weights(backbone, weights_checksum, key=key)
+    import torch
+
+    torch.set_num_threads(1)
+    dev = resolve_device(device)
+    arrays: dict[str, np.ndarray] = {}
+    for name, ds in parts.items():
+        if backbone == "none":
+            x = ds.x.astype(np.float32)
+        elif ds.family == "image":
+            x = image_features(ds.x, backbone, resolution=resolution, device=dev, weights_checksum=weights_checksum)
+        else:
+            x = text_features(list(ds.x), backbone, device=dev)
+        arrays[f"{name}_x"], arrays[f"{name}_y"] = x, ds.y
+    return arrays
