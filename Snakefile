@@ -3,9 +3,20 @@
 
 from pathlib import Path
 
+from subaudit.devices import NUMERICS_ENV, machine_independent_numerics
 from subaudit.pipeline.config import selected, validate_params
 
 configfile: "params.yaml"
+
+# The same bits on every x86-64 processor (subaudit.devices.NUMERICS_ENV): set before any job
+# starts, in every process (a cluster job's own Snakemake parses this file too), so the warm
+# worker, the scripts and the cluster's jobs all inherit it.
+_replaced = machine_independent_numerics()
+if _replaced and workflow.is_main_process:
+    import sys as _sys
+
+    print(f"subaudit: this workflow computes under {NUMERICS_ENV} (not {_replaced}): the same numbers on "
+          "every x86-64 processor", file=_sys.stderr)
 
 # Before any job, naming the key. A cluster job's own Snakemake (--mode remote) reads the
 # configuration the main process validated: it skips the check (1.4 s of each job's start:

@@ -1,8 +1,10 @@
-"""Where torch computes: the ``device`` setting (cpu, cuda, auto) resolved for this process."""
+"""Where torch computes: the ``device`` setting (cpu, cuda, auto) resolved for this process, its
+threads, and the numerics that make float32 work on the CPU independent of the processor."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+from collections.abc import Iterator, MutableMapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -55,3 +57,23 @@ def fixed_threads(threads: int) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(before)
+
+
+#: What the workflow sets in its environment, before any job (and any MKL) starts, so that
+#: float32 work on the CPU gives the same bits on every x86-64 processor: MKL's conditional
+#: numerical reproducibility (``MKL_CBWR``), whose default picks a code path by processor
+#: (AVX-512 on Intel, AVX2 on AMD). Measured with ``shared/cross-machine/digests.py`` (image and
+#: text features, a 20-step Opacus training; torch 2.13.0+cpu): an Intel Xeon (Emerald Rapids)
+#: and an AMD EPYC, both AVX-512, differ in all three by default and agree in all three under
+#: ``COMPATIBLE`` (docs/reproducibility.md).
+NUMERICS_ENV: dict[str, str] = {"MKL_CBWR": "COMPATIBLE"}
+
+
+def machine_independent_numerics(environ: MutableMapping[str, str] | None = None) -> dict[str, str]:
+    """Set :data:`NUMERICS_ENV` in ``environ`` (this process's environment by default, which the
+    processes it starts inherit; MKL reads it when it first loads, so call this before torch is
+    imported). Returns the values it replaced that differed (a user's own setting), for a note."""
+    env = os.environ if environ is None else environ
+    replaced = {k: env[k] for k, v in NUMERICS_ENV.items() if k in env and env[k] != v}
+    env.update(NUMERICS_ENV)
+    return replaced
