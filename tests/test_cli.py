@@ -225,18 +225,18 @@ def test_one_run_counts_give_the_published_values():
     out = cli_json("one-run", "--method", "steinke", "--canaries", "1000", "--guesses", "1000",
                    "--correct", "800", "--delta", "0")
     assert out["epsilon"] == pytest.approx(1.254330, abs=1e-5) and out["method"] == "steinke"
-    out = cli_json("one-run", "--method", "fdp", "--canaries", "1000", "--guesses", "1000",
+    out = cli_json("one-run", "--method", "mahloujifar", "--canaries", "1000", "--guesses", "1000",
                    "--correct", "800", "--delta", "1e-5", "--family", "gdp")
     assert out["epsilon"] == pytest.approx(2.333243, abs=1e-5) and out["family"] == "gdp"
     assert "mu-GDP test" in out["tests"]
-    text = run_cli("one-run", "--method", "fdp", "--canaries", "1000", "--guesses", "1000", "--correct", "800",
+    text = run_cli("one-run", "--method", "mahloujifar", "--canaries", "1000", "--guesses", "1000", "--correct", "800",
                    "--delta", "1e-5", "--family", "gdp").stdout
     assert text.startswith("mu-GDP test: epsilon >= 2.33324")
     # the default tests the (eps, delta) curve itself: about Steinke's number, valid for every mechanism
-    out = cli_json("one-run", "--method", "fdp", "--canaries", "1000", "--guesses", "1000",
+    out = cli_json("one-run", "--method", "mahloujifar", "--canaries", "1000", "--guesses", "1000",
                    "--correct", "800", "--delta", "1e-5")
     assert out["family"] == "dp" and 1.2 < out["epsilon"] < 1.3
-    out = cli_json("one-run", "--method", "fdp", "--canaries", "1000", "--guesses", "1000", "--correct", "800",
+    out = cli_json("one-run", "--method", "mahloujifar", "--canaries", "1000", "--guesses", "1000", "--correct", "800",
                    "--delta", "1e-5", "--family", "dpsgd", "--q", "1", "--steps", "1")
     assert out["epsilon"] == pytest.approx(2.333243, rel=0.02)  # DP-SGD at q = 1, T = 1 is the Gaussian
 
@@ -280,7 +280,8 @@ def test_one_run_pair_differences_by_the_magnitude_rule(tmp_path):
     pair = np.stack([bits + rng.normal(0, 1, 1000), rng.normal(0, 1, 1000)], axis=1)
     path = tmp_path / "pairs.csv"
     path.write_text("score,label\n" + "".join(f"{float(a - b)!r},{int(x)}\n" for (a, b), x in zip(pair, bits)))
-    out = cli_json("one-run", "--method", "fdp", "--rule", "magnitude", "--scores", str(path), "--delta", "1e-5")
+    out = cli_json("one-run", "--method", "mahloujifar", "--rule", "magnitude", "--scores", str(path),
+                   "--delta", "1e-5")
     assert out["epsilon"] == pytest.approx(procedure_epsilon("mahloujifar", pair, bits, 1e-5, game="membership"),
                                            abs=1e-12)
     assert out["epsilon"] > 0.3 and out["rule"] == "magnitude"
@@ -533,10 +534,10 @@ _BAD_INPUTS = [
     (("ceiling", "--sigma", "1e-200", "--q", "1", "--steps", "10", "--delta", "1e-5"), 2, "--sigma = 1e-200"),
     (("ceiling", "--sigma", "1e-149", "--q", "1", "--steps", "100000000", "--delta", "1e-5"), 2,
      "--sigma = 1e-149"),
-    (("one-run", "--scores", "{t}/bad.npz", "--method", "fdp", "--delta", "1e-5"), 2,
+    (("one-run", "--scores", "{t}/bad.npz", "--method", "mahloujifar", "--delta", "1e-5"), 2,
      "--scores {t}/bad.npz: not an .npz archive"),
-    (("one-run", "--scores", "{t}", "--method", "fdp", "--delta", "1e-5"), 2, "--scores {t}: a folder"),
-    (("one-run", "--method", "fdp", "--family", "dpsgd", "--q", "1", "--steps", "1000000000000", "--canaries",
+    (("one-run", "--scores", "{t}", "--method", "mahloujifar", "--delta", "1e-5"), 2, "--scores {t}: a folder"),
+    (("one-run", "--method", "mahloujifar", "--family", "dpsgd", "--q", "1", "--steps", "1000000000000", "--canaries",
       "100", "--guesses", "10", "--correct", "9", "--delta", "1e-5"), 2, "--family dpsgd --q 1 --steps 1000000000000"),
     (("one-run", "--method", "steinke", "--canaries", "10", "--guesses", "20", "--correct", "5", "--delta",
       "1e-5"), 2, "--guesses = 20"),

@@ -13,7 +13,6 @@ import pytest
 import torch
 from scipy import stats
 
-from subaudit import engine
 from subaudit.engine import dpsgd, kernels
 from subaudit.engine.streams import new_block
 from subaudit.engine import MLP, DPConfig, GradientCanary, InputCanary, Records, train
@@ -242,20 +241,3 @@ def test_a_build_is_chosen_by_name_or_refused(monkeypatch):
     monkeypatch.setenv("SUBAUDIT_KERNELS", "avx1024")
     with pytest.raises(ParameterError, match="SUBAUDIT_KERNELS"):
         kernels.cpu_variant()
-
-
-def test_batching_rules():
-    cpu, gpu = torch.device("cpu"), torch.device("cuda")
-    head, mlp = MLP((20, 4)), MLP((20, 8, 4))
-    if kernels.available():
-        assert engine.choose_batching("auto", mlp, 100, 1.0, cpu) == "per-run"
-        assert engine.choose_batching("auto", head, 100, 0.1, cpu) == "per-run"
-        assert engine.choose_batching("auto", head, 100, 0.25, cpu) == "dense"
-    else:           # without the kernels the CPU follows the GPU's rules; per-run trains dense
-        assert engine.choose_batching("auto", head, 100, 0.1, cpu) == "sampled"
-        assert engine.choose_batching("per-run", mlp, 100, 0.1, cpu) == "dense"
-    assert engine.choose_batching("auto", mlp, 100, 0.1, cpu, observed=True) != "per-run"
-    assert engine.choose_batching("auto", head, 100, 0.1, gpu) == "sampled"
-    for device, observed in ((gpu, False), (cpu, True)):
-        with pytest.raises(ParameterError, match="per-run"):
-            engine.choose_batching("per-run", mlp, 100, 0.1, device, observed=observed)

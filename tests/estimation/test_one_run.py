@@ -63,7 +63,7 @@ def test_published_values():
 
 def test_registry():
     assert ONE_RUN_METHODS["steinke"] is steinke_epsilon
-    assert ONE_RUN_METHODS["fdp"] is fdp_epsilon
+    assert ONE_RUN_METHODS["mahloujifar"] is fdp_epsilon
     # the mu-GDP test claims more than any (eps, delta) test of the same counts
     assert fdp_epsilon(1000, 1000, 800, 1e-5, family="gdp") > 1.5 * fdp_epsilon(1000, 1000, 800, 1e-5)
 
@@ -183,7 +183,7 @@ def test_fdp_kary_valid_for_one_hot_gaussian(k, mu0):
 # monotonicity, chance level, the m delta penalty, NaN
 # ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("method", ["steinke", "fdp"])
+@pytest.mark.parametrize("method", ["steinke", "mahloujifar"])
 def test_monotone_in_correct_and_alpha(method):
     fn = ONE_RUN_METHODS[method]
     m = r = 500
@@ -325,7 +325,7 @@ def test_best_one_run_is_bonferroni_max_over_grid():
     scores = 1.5 * inserted + rng.standard_normal(m)
     grid = default_guess_grid(m)
     assert grid[0] == 20 and grid[-1] == m and len(grid) == 11
-    for method in ("steinke", "fdp"):
+    for method in ("steinke", "mahloujifar"):
         manual = max(ONE_RUN_METHODS[method](m, *guesses_from_scores(scores, inserted, r), 1e-5, 0.05 / len(grid))
                      for r in grid)
         corrected = best_one_run_epsilon(scores, inserted, 1e-5, 0.05, method)
@@ -345,7 +345,7 @@ def test_best_one_run_valid_for_gaussian_scores():
         inserted = rng.random(m) < 0.5
         scores = mu * inserted + rng.standard_normal(m)
         true_eps = eps_of_mu(mu, delta)
-        for method, family in (("steinke", "dp"), ("fdp", "dp"), ("fdp", "gdp")):
+        for method, family in (("steinke", "dp"), ("mahloujifar", "dp"), ("mahloujifar", "gdp")):
             est = best_one_run_epsilon(scores, inserted, delta, 0.05, method, family=family)
             assert est <= true_eps, (mu, method, est, true_eps)
             if mu >= 3:
@@ -356,7 +356,7 @@ def test_best_one_run_valid_for_gaussian_scores():
     truth = rng.integers(0, k, m)
     scores = mu0 / math.sqrt(2) * np.eye(k)[truth] + rng.standard_normal((m, k))
     for family in ("dp", "gdp"):
-        est = best_one_run_epsilon(scores, truth, delta, 0.05, "fdp", k=k, family=family)
+        est = best_one_run_epsilon(scores, truth, delta, 0.05, "mahloujifar", k=k, family=family)
         assert 0 < est <= eps_of_mu(mu0, delta)
 
 

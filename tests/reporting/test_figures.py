@@ -128,13 +128,13 @@ def test_one_run_table_and_figure():
                         for t in (50, 100)])
     one = [{"kind": kind, "q": q, "repeat": r, "method": m, "family": "dp", "epsilon": e + r * 0.1, "canaries": 50}
            for kind in ("gradient", "label") for q in (1.0, 0.25) for r in range(3)
-           for m, e in (("steinke", 1.0), ("fdp", 1.5))]
-    one += [{**r, "family": "gdp", "epsilon": 2 * r["epsilon"]} for r in one if r["method"] == "fdp"]
+           for m, e in (("steinke", 1.0), ("mahloujifar", 1.5))]
+    one += [{**r, "family": "gdp", "epsilon": 2 * r["epsilon"]} for r in one if r["method"] == "mahloujifar"]
     r_run = [{"q": q, "scenario": sc, "estimator": est, "step": step, "repeat": r, "epsilon": 3.0 + r,
               "n_positive": 500, "n_negative": 500} for q in (1.0, 0.25) for sc in ("S2", "S4")
              for est in ("auc", "paper") for step in (50, 100) for r in range(2)]
     table = one_run_table(acc, one, r_run, {"gradient": "S2", "label": "S4"}, "auc")
-    row = table[(table.kind == "gradient") & (table.q == 0.25) & (table.method == "fdp")
+    row = table[(table.kind == "gradient") & (table.q == 0.25) & (table.method == "mahloujifar")
                 & ~table.series.str.contains("mu-GDP")].iloc[0]
     assert row.epsilon == pytest.approx(1.6) and row.se == pytest.approx(0.1 / np.sqrt(3))
     assert (row.trainings, row.n_repeats) == (1, 3) and "seconds" not in table  # versioned: no wall time
@@ -147,8 +147,8 @@ def test_one_run_table_and_figure():
     assert [ax.get_title() for ax in fig.axes] == ["gradient canaries", "label canaries"]
     labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert any("1,000 trainings" in lab for lab in labels)
-    assert any("one-run audit (fdp, m = 50): 1 training per audit" == lab for lab in labels)
-    assert any("one-run audit (fdp, mu-GDP test, m = 50): 1 training per audit" == lab for lab in labels)
+    assert any("one-run audit (mahloujifar, m = 50): 1 training per audit" == lab for lab in labels)
+    assert any("one-run audit (mahloujifar, mu-GDP test, m = 50): 1 training per audit" == lab for lab in labels)
     assert "ε" in fig.axes[0].get_ylabel() and "q" in fig.axes[0].get_xlabel()
 
 

@@ -85,18 +85,18 @@ def test_one_run_gradient_audit_has_the_closed_form_accuracy():
     assert np.array_equal(again.scores, audit.scores) and np.array_equal(again.bits, audit.bits)
     # the one-run bounds are valid: below the epsilon of each canary's own mechanism
     # (a Gaussian mechanism, mu = 2 sqrt(T) / sigma, exactly S1 at q = 1), and not empty
-    records = one_run_estimates(audit, 1e-5, 0.05, ["steinke", "fdp"])
-    assert len(records) == 50 and {r["method"] for r in records} == {"steinke", "fdp"}
+    records = one_run_estimates(audit, 1e-5, 0.05, ["steinke", "mahloujifar"])
+    assert len(records) == 50 and {r["method"] for r in records} == {"steinke", "mahloujifar"}
     true = gdp_epsilon(2 * math.sqrt(steps) / sigma, 1e-5)
     eps = np.array([r["epsilon"] for r in records])
     assert (eps <= true).all() and np.median(eps) > 0.5
-    assert {(r["method"], r["family"]) for r in records} == {("steinke", "dp"), ("fdp", "dp")}
+    assert {(r["method"], r["family"]) for r in records} == {("steinke", "dp"), ("mahloujifar", "dp")}
     # the mu-GDP test, labelled so: a Gaussian mechanism here, so it stays below too, and above the default
-    gdp = one_run_estimates(audit, 1e-5, 0.05, ["fdp"], family="gdp")
+    gdp = one_run_estimates(audit, 1e-5, 0.05, ["mahloujifar"], family="gdp")
     assert {r["family"] for r in gdp} == {"gdp"}
     gdp_eps = np.array([r["epsilon"] for r in gdp])
     assert (gdp_eps <= true).all() and (gdp_eps >= eps[1::2]).all()
     with pytest.raises(ParameterError):
         one_run_estimates(audit, 1e-5, 0.05, ["lira"])
     with pytest.raises(ParameterError, match="dp"):
-        one_run_estimates(audit, 1e-5, 0.05, ["fdp"], family="dpsgd")  # needs the training's DPConfig
+        one_run_estimates(audit, 1e-5, 0.05, ["mahloujifar"], family="dpsgd")  # needs the training's DPConfig

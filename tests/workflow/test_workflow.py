@@ -78,7 +78,7 @@ def test_one_run_audits_are_built(workdir):
     table = pd.read_csv(workdir / "results/figures/one-run.csv")
     assert set(table["kind"]) == {"gradient", "label"} and set(table["q"]) == {1.0}
     one = table[table["series"].str.startswith("one-run")]
-    assert set(one["method"]) == {"steinke", "fdp"} and (one["trainings"] == 1).all()
+    assert set(one["method"]) == {"steinke", "mahloujifar"} and (one["trainings"] == 1).all()
     assert (one["n_repeats"] == 2).all() and (one["epsilon"] >= 0).all()
     r_run = table[table["series"].str.startswith("R-run")]
     assert set(r_run["series"]) == {"R-run audit (S2, auc estimator)", "R-run audit (S4, auc estimator)"}
@@ -190,6 +190,18 @@ def test_every_job_stays_within_what_it_asked_the_cluster_for(workdir):
     assert proc.returncode == 0, proc.stderr[-3000:]
     checked, over = jobs_over_requests(workdir, proc.stdout)
     assert checked > 100 and not over, over
+
+
+def test_every_job_computed_under_the_machine_independent_numerics(workdir):
+    """The workflow sets subaudit.devices.NUMERICS_ENV before any job: every job's log records it
+    (in the warm worker and in its own process alike), whatever this shell had set."""
+    from subaudit.devices import NUMERICS_ENV
+
+    want = "numerics: " + " ".join(f"{k}={v}" for k, v in NUMERICS_ENV.items())
+    logs = [p for p in (workdir / "logs").rglob("*.log") if p.name != "warm-worker.log"]
+    started = [p for p in logs if "numerics: " in p.read_text()]
+    assert len(started) > 100 and all(want in p.read_text() for p in started), \
+        [p for p in started if want not in p.read_text()][:5]
 
 
 def test_jobs_in_the_warm_worker_compute_what_their_own_processes_do(tiny_copy):
@@ -404,7 +416,7 @@ def test_report_verdicts_follow_the_numbers(tiny_copy):
         ("one_run", "kinds", ["gradient", "pixel"],
          "one_run.kinds[1] = 'pixel' is invalid; allowed: one of gradient, label"),
         ("one_run", "methods", ["steinke", "lira"],
-         "one_run.methods[1] = 'lira' is invalid; allowed: one of steinke, fdp"),
+         "one_run.methods[1] = 'lira' is invalid; allowed: one of steinke, mahloujifar"),
         ("one_run", "canaries", 11, "one_run.canaries = 11 is invalid; allowed: at most n_aux = 10"),
     ],
 )

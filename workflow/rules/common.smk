@@ -400,6 +400,18 @@ def figs(kind):
     return one_of([f.name for f in FIGS.values() if f.kind == kind])
 
 
+def figure_files():
+    """A figure rule's outputs: results/figures/{name}.png (in Snakemake's report), .pdf and the
+    .csv of its numbers (output: **figure_files())."""
+    return {"png": report("results/figures/{name}.png", caption="../report/figure.rst", category="Figures"),
+            "pdf": "results/figures/{name}.pdf", "csv": "results/figures/{name}.csv"}
+
+
+#: A figure rule's log and requests (seconds of plotting, on the machine that runs Snakemake).
+FIGURE_LOG = "logs/figures/{name}.log"
+FIGURE_RESOURCES = {"mem_mb": 2000, "runtime": 10}
+
+
 FIGURES = expand("results/figures/{name}.{ext}", name=list(FIGS), ext=["png", "pdf", "csv"])
 REPORT = ["results/report.md", "results/report.html", "results/report.json"]
 

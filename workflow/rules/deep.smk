@@ -99,8 +99,8 @@ if DEEP["source"] is not None:  # null: no deep-network audits
         kind, or one); their scores, secret bits and the training's history (bounds: deep_figure)."""
         input:
             archive=DEEP_ARCHIVE,
-            canaries="results/deep/canaries.npz",
-            pretrained=lambda wc: ["results/deep/pretrained.npz"] if wc.case == "finetune" else [],
+            canaries=rules.deep_canaries.output[0],
+            pretrained=lambda wc: rules.deep_pretrain.output if wc.case == "finetune" else [],
         output:
             "results/deep/audits/{case}_{game}_{group}_{repeat}.npz",
         wildcard_constraints:
@@ -165,9 +165,7 @@ if DEEP["source"] is not None:  # null: no deep-network audits
         input:
             DEEP_BOUNDS,
         output:
-            png=report("results/figures/{name}.png", caption="../report/figure.rst", category="Figures"),
-            pdf="results/figures/{name}.pdf",
-            csv="results/figures/{name}.csv",
+            **figure_files(),
         wildcard_constraints:
             name=figs("deep-one-run"),
         params:
@@ -175,10 +173,9 @@ if DEEP["source"] is not None:  # null: no deep-network audits
             network=DEEP["network"],
             score=DEEP["scores"][0],
         log:
-            "logs/figures/{name}.log",
+            FIGURE_LOG,
         resources:
-            mem_mb=2000,
-            runtime=10,
+            **FIGURE_RESOURCES,
         conda:
             "../envs/subaudit.yaml"
         script:

@@ -18,9 +18,7 @@ rule epsilon_vs_target:
         estimates=s1_all("estimates"),
         scores=s1_all("scores"),
     output:
-        png=report("results/figures/{name}.png", caption="../report/figure.rst", category="Figures"),
-        pdf="results/figures/{name}.pdf",
-        csv="results/figures/{name}.csv",
+        **figure_files(),
     wildcard_constraints:
         name=figs("epsilon-vs-target"),
     params:
@@ -30,10 +28,9 @@ rule epsilon_vs_target:
         estimators=config["estimators"],
         paper=lambda wc: FIGS[wc.name].paper,
     log:
-        "logs/figures/{name}.log",
+        FIGURE_LOG,
     resources:
-        mem_mb=2000,
-        runtime=10,
+        **FIGURE_RESOURCES,
     conda:
         "../envs/subaudit.yaml"
     script:
@@ -45,18 +42,15 @@ rule ratio_grid:
     input:
         [f"results/accounting/ratio_grid/q{fmt(q)}.csv" for q in GRID["sampling_rates"]],
     output:
-        png=report("results/figures/{name}.png", caption="../report/figure.rst", category="Figures"),
-        pdf="results/figures/{name}.pdf",
-        csv="results/figures/{name}.csv",
+        **figure_files(),
     wildcard_constraints:
         name=figs("ratio-grid"),
     params:
         paper=lambda wc: FIGS[wc.name].paper,
     log:
-        "logs/figures/{name}.log",
+        FIGURE_LOG,
     resources:
-        mem_mb=2000,
-        runtime=10,
+        **FIGURE_RESOURCES,
     conda:
         "../envs/subaudit.yaml"
     script:
@@ -72,9 +66,7 @@ rule epsilon_vs_step:
         estimates=lambda wc: [setting_path("estimates", s) for s in experiment_settings(wc.name)],
         scores=lambda wc: [setting_path("scores", s) for s in experiment_settings(wc.name)],
     output:
-        png=report("results/figures/{name}.png", caption="../report/figure.rst", category="Figures"),
-        pdf="results/figures/{name}.pdf",
-        csv="results/figures/{name}.csv",
+        **figure_files(),
     wildcard_constraints:
         name=figs("epsilon-vs-step"),
     params:
@@ -87,10 +79,9 @@ rule epsilon_vs_step:
         family=lambda wc: family(FIGS[wc.name].experiment),
         paper=lambda wc: FIGS[wc.name].paper,
     log:
-        "logs/figures/{name}.log",
+        FIGURE_LOG,
     resources:
-        mem_mb=2000,
-        runtime=10,
+        **FIGURE_RESOURCES,
     conda:
         "../envs/subaudit.yaml"
     script:
@@ -102,9 +93,7 @@ rule utility_figure:
     input:
         lambda wc: [setting_path("utility", s) for s in utility_settings(wc.name)],
     output:
-        png=report("results/figures/{name}.png", caption="../report/figure.rst", category="Figures"),
-        pdf="results/figures/{name}.pdf",
-        csv="results/figures/{name}.csv",
+        **figure_files(),
     wildcard_constraints:
         name=figs("utility"),
     params:
@@ -113,10 +102,9 @@ rule utility_figure:
         q=lambda wc: fmt(utility_settings(wc.name)[0].q),
         paper=lambda wc: FIGS[wc.name].paper,
     log:
-        "logs/figures/{name}.log",
+        FIGURE_LOG,
     resources:
-        mem_mb=2000,
-        runtime=10,
+        **FIGURE_RESOURCES,
     conda:
         "../envs/subaudit.yaml"
     script:
@@ -130,9 +118,7 @@ rule ablation_figure:
         estimates=lambda wc: [setting_path("estimates", s) for s in ABLATIONS[FIGS[wc.name].knob]],
         scores=lambda wc: [setting_path("scores", s) for s in ABLATIONS[FIGS[wc.name].knob]],
     output:
-        png=report("results/figures/{name}.png", caption="../report/figure.rst", category="Figures"),
-        pdf="results/figures/{name}.pdf",
-        csv="results/figures/{name}.csv",
+        **figure_files(),
     wildcard_constraints:
         name=figs("ablation"),
     params:
@@ -147,10 +133,9 @@ rule ablation_figure:
         caption=lambda wc: FIGS[wc.name].caption,
         paper=lambda wc: FIGS[wc.name].paper,
     log:
-        "logs/figures/{name}.log",
+        FIGURE_LOG,
     resources:
-        mem_mb=2000,
-        runtime=10,
+        **FIGURE_RESOURCES,
     conda:
         "../envs/subaudit.yaml"
     script:
@@ -163,9 +148,7 @@ rule runs_figure:
         calibrations=lambda wc: sorted({setting_path("calibration", s) for s in runs_settings()}),
         scores=lambda wc: [setting_path("scores", s) for s in runs_settings()],
     output:
-        png=report("results/figures/{name}.png", caption="../report/figure.rst", category="Figures"),
-        pdf="results/figures/{name}.pdf",
-        csv="results/figures/{name}.csv",
+        **figure_files(),
     wildcard_constraints:
         name=figs("epsilon-vs-runs"),
     params:
@@ -178,10 +161,9 @@ rule runs_figure:
         backbone=EXPERIMENTS[ABL["experiment"]]["backbone"],
         paper=lambda wc: FIGS[wc.name].paper,
     log:
-        "logs/figures/{name}.log",
+        FIGURE_LOG,
     resources:
-        mem_mb=2000,
-        runtime=10,
+        **FIGURE_RESOURCES,
     conda:
         "../envs/subaudit.yaml"
     script:

@@ -57,9 +57,7 @@ rule one_run_figure:
                               if s.experiment == ONE["experiment"] and s.scenario in
                               {CANARY_KINDS[k].compare_with for k in ONE["kinds"]}],
     output:
-        png=report("results/figures/{name}.png", caption="../report/figure.rst", category="Figures"),
-        pdf="results/figures/{name}.pdf",
-        csv="results/figures/{name}.csv",
+        **figure_files(),
     wildcard_constraints:
         name=figs("one-run"),
     params:
@@ -69,10 +67,9 @@ rule one_run_figure:
         source=EXPERIMENTS[ONE["experiment"]]["source"],
         backbone=EXPERIMENTS[ONE["experiment"]]["backbone"],
     log:
-        "logs/figures/{name}.log",
+        FIGURE_LOG,
     resources:
-        mem_mb=2000,
-        runtime=10,
+        **FIGURE_RESOURCES,
     conda:
         "../envs/subaudit.yaml"
     script:

@@ -17,9 +17,7 @@ if REC["experiment"] is not None:  # null: no reconstruction
         input:
             split=S.path("split", exp=REC["experiment"]),
         output:
-            png=report("results/figures/{name}.png", caption="../report/figure.rst", category="Figures"),
-            pdf="results/figures/{name}.pdf",
-            csv="results/figures/{name}.csv",
+            **figure_files(),
             units="results/reconstruction/{name}_units.csv",
             summary="results/reconstruction/{name}.json",
         wildcard_constraints:

@@ -94,10 +94,10 @@ def _ceiling(args: argparse.Namespace) -> None:
 
 def _one_run_flags(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--method", choices=list(ONE_RUN_METHODS), required=True,
-                    help="steinke: Steinke, Nasr and Jagielski 2023; fdp: Mahloujifar, Melis and "
+                    help="steinke: Steinke, Nasr and Jagielski 2023; mahloujifar: Mahloujifar, Melis and "
                          "Chaudhuri 2024 (f-DP, k-ary games; the curve: --family)")
     sp.add_argument("--family", choices=["dp", "gdp", "dpsgd"], default="dp",
-                    help="the trade-off curve fdp tests: dp, the (epsilon, delta) curve, valid for every "
+                    help="the trade-off curve mahloujifar tests: dp, the (epsilon, delta) curve, valid for every "
                          "mechanism (default); gdp, a test of mu-GDP (valid only for Gaussian mechanisms); "
                          "dpsgd, DP-SGD's own curve at --q and --steps (the bound: the epsilon of the "
                          "smallest noise multiplier it rejects)")
@@ -111,9 +111,10 @@ def _one_run_flags(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--scores", help="scores in one of estimate's layouts (a CSV with columns score,label, "
                                      "label 1: inserted, 0: not) instead of counts: guesses chosen from the "
                                      "scores as the papers do")
-    sp.add_argument("--delta", type=finite_float, required=True, help="delta in [0, 1) (steinke) or (0, 1) (fdp)")
+    sp.add_argument("--delta", type=finite_float, required=True,
+                    help="delta in [0, 1) (steinke) or (0, 1) (mahloujifar)")
     sp.add_argument("--alpha", type=finite_float, default=0.05, help="significance level in (0, 1)")
-    sp.add_argument("--k", type=integer, default=2, help="values per canary (fdp k-ary games; 2 = membership)")
+    sp.add_argument("--k", type=integer, default=2, help="values per canary (mahloujifar k-ary games; 2 = membership)")
     sp.add_argument("--rule", choices=list(GUESS_RULES), default="top-bottom",
                     help="with --scores: top-bottom (Steinke et al.: 'in' on the highest scores, 'out' on the "
                          "lowest) or magnitude (Mahloujifar et al.'s pairs: the largest |score| guessed by "
@@ -126,7 +127,7 @@ def _one_run_family(args: argparse.Namespace) -> tuple[str, Any]:
     from subaudit.estimation.one_run import DPSGDCurve
 
     given = {k: getattr(args, k) for k in ("q", "steps") if getattr(args, k) is not None}
-    if args.method != "fdp" and args.family != "dp":
+    if args.method != "mahloujifar" and args.family != "dp":
         raise ParameterError("family", args.family, "dp (the steinke bound is an (eps, delta) bound)")
     if args.family != "dpsgd":
         if given:
@@ -174,8 +175,8 @@ def _one_run(args: argparse.Namespace) -> None:
     else:
         if any(c is None for c in counts):
             raise UsageError("give --canaries, --guesses and --correct (or --scores FILE)")
-        kwargs = {"k": args.k, "family": family, "mechanism": mechanism} if args.method == "fdp" else {}
-        if args.method != "fdp" and args.k != 2:
+        kwargs = {"k": args.k, "family": family, "mechanism": mechanism} if args.method == "mahloujifar" else {}
+        if args.method != "mahloujifar" and args.k != 2:
             raise ParameterError("k", args.k, "2 (the steinke bound is for membership)")
         with _curve_in_reach(args):
             eps = ONE_RUN_METHODS[args.method](args.canaries, args.guesses, args.correct, args.delta,

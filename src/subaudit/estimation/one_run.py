@@ -13,7 +13,7 @@ mechanism satisfying the claim; the reported epsilon is the largest one falsifie
     (``p_value_DP_audit``): for an (eps, delta)-DP mechanism,
     ``P[W >= v] <= beta + 2 m delta * max_{i=1..v} (P[B >= v - i] - beta) / i`` with
     ``B ~ Binomial(r, e^eps / (1 + e^eps))`` and ``beta = P[B >= v]``.  Membership only.
-``"fdp"``
+``"mahloujifar"``
     Mahloujifar, Melis & Chaudhuri 2024, "Auditing f-Differential Privacy in One Run"
     (arXiv 2410.22235), the reconstruction bound with abstentions ("audit_rh_with_cap") for a
     claimed trade-off curve f; ``k``-ary games use the paper's
@@ -401,7 +401,7 @@ def fdp_epsilon(canaries: int, guesses: int, correct: int, delta: float, alpha: 
     name = _check_family(family, mechanism)
     if name == "dpsgd":
         return _dpsgd_epsilon([(m, r, v, a)], d, kk, mechanism)
-    return _largest_falsified(lambda eps: _margin("fdp", name, m, r, v, a, eps, d, kk))
+    return _largest_falsified(lambda eps: _margin("mahloujifar", name, m, r, v, a, eps, d, kk))
 
 
 def perfect_guess_limit(canaries: int, delta: float, alpha: float = 0.05, k: int = 2) -> float:
@@ -429,10 +429,10 @@ def perfect_guess_limit(canaries: int, delta: float, alpha: float = 0.05, k: int
 
 
 #: Name -> estimator, for ``--method`` options.  Both take (canaries, guesses, correct, delta, alpha);
-#: ``"fdp"`` also takes ``k``.
+#: ``"mahloujifar"`` also takes ``k``.
 ONE_RUN_METHODS: dict[str, Callable[..., float]] = {
     "steinke": steinke_epsilon,
-    "fdp": fdp_epsilon,
+    "mahloujifar": fdp_epsilon,
 }
 
 
@@ -609,7 +609,7 @@ def best_one_run_epsilon(
     the reported bound holds at confidence ``1 - alpha``.  ``bonferroni=False`` uses
     ``alpha`` for every test, like the papers' own experiments: it is not corrected for the
     search and can overstate epsilon; use it for reproduction only.  ``family`` and
-    ``mechanism`` choose the curve the ``"fdp"`` method tests (:func:`fdp_epsilon`).
+    ``mechanism`` choose the curve the ``"mahloujifar"`` method tests (:func:`fdp_epsilon`).
     """
     name, fam, kk, tests = _one_run_tests(scores, inserted, alpha, method, k, grid=grid, one_sided=one_sided,
                                           bonferroni=bonferroni, rule=rule, family=family, mechanism=mechanism)

@@ -40,7 +40,14 @@ from typing import Any
 
 import numpy as np
 
-from subaudit.estimation.one_run import FDP_FAMILIES, DPSGDCurve, best_one_run_epsilon, one_run_falsifies
+from subaudit.estimation.one_run import (
+    FDP_FAMILIES,
+    GUESS_RULES,
+    ONE_RUN_METHODS,
+    DPSGDCurve,
+    best_one_run_epsilon,
+    one_run_falsifies,
+)
 from subaudit.validation import ParameterError, check_choice, check_count, check_probability
 
 __all__ = ["ADJACENCY", "GAMES", "PROCEDURES", "Procedure", "ScoreSet", "bound_rows", "family_of",
@@ -55,7 +62,8 @@ GAMES: tuple[str, ...] = tuple(ADJACENCY)
 
 @dataclass(frozen=True)
 class Procedure:
-    """A one-run procedure: the per-slot statistic of each game, the guess rule and the estimator."""
+    """A one-run procedure: the per-slot statistic of each game, the guess rule and the bound
+    (``method``: a name of :data:`~subaudit.estimation.one_run.ONE_RUN_METHODS`, the same paper's)."""
 
     name: str
     label: str
@@ -64,11 +72,15 @@ class Procedure:
     method: str
     citation: str
 
+    def __post_init__(self) -> None:
+        check_choice(self.method, "method", ONE_RUN_METHODS)
+        check_choice(self.rule, "rule", GUESS_RULES)
+
     @property
     def kary(self) -> bool:
         """Whether it bounds k-ary slots (substitute slots hiding one of k values): the f-DP
         reconstruction bound does; Steinke et al.'s is for membership bits."""
-        return self.method == "fdp"
+        return self.method == "mahloujifar"
 
 
 def _first(scores: np.ndarray) -> np.ndarray:
@@ -84,7 +96,7 @@ PROCEDURES: dict[str, Procedure] = {p.name: p for p in (
     Procedure("steinke", "Steinke et al. 2023", {"membership": _first, "substitute": _difference}, "top-bottom",
               "steinke", "Steinke, Nasr & Jagielski 2023, arXiv 2305.08846"),
     Procedure("mahloujifar", "Mahloujifar et al. 2024", {"membership": _difference, "substitute": _difference},
-              "magnitude", "fdp", "Mahloujifar, Melis & Chaudhuri 2024, arXiv 2410.22235"),
+              "magnitude", "mahloujifar", "Mahloujifar, Melis & Chaudhuri 2024, arXiv 2410.22235"),
 )}
 
 def bound_label(family: str, bonferroni: bool = True) -> str:
@@ -103,7 +115,7 @@ def family_of(procedure: str, family: str) -> str:
     """The trade-off family ``procedure``'s bound tests: ``family`` for an f-DP procedure, ``"dp"``
     for the others."""
     p = PROCEDURES[check_choice(procedure, "procedure", PROCEDURES)]
-    return check_choice(family, "family", FDP_FAMILIES) if p.method == "fdp" else "dp"
+    return check_choice(family, "family", FDP_FAMILIES) if p.method == "mahloujifar" else "dp"
 
 
 def _check_pairs(scores, bits) -> tuple[np.ndarray, np.ndarray]:

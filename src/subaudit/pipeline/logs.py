@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 import sys
 from pathlib import Path
+
+from subaudit.devices import NUMERICS_ENV
 
 
 def start(path: str | Path, level: int = logging.INFO) -> logging.Logger:
     """Start a job, after its imports: send the root logger (and Python warnings) to ``path``
-    and return the subaudit logger.
+    and return the subaudit logger, which first records the job's numerics settings
+    (:data:`subaudit.devices.NUMERICS_ENV`, as this process has them).
 
     Also moves every object alive now (the imported modules' objects, a great many once torch
     is in) out of the collector's reach (:func:`gc.freeze`).  They live as long as the job, and
@@ -23,7 +27,9 @@ def start(path: str | Path, level: int = logging.INFO) -> logging.Logger:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.captureWarnings(True)
     sys.excepthook = _log_uncaught
-    return logging.getLogger("subaudit")
+    log = logging.getLogger("subaudit")
+    log.info("numerics: %s", " ".join(f"{k}={os.environ.get(k, '(unset)')}" for k in NUMERICS_ENV))
+    return log
 
 
 def _log_uncaught(kind, error, trace) -> None:  # noqa: ANN001 - sys.excepthook's signature

@@ -123,7 +123,7 @@ def one_run_audit(model: MLP, train_data: Records, canary: Canary, dp: DPConfig,
 def one_run_estimates(audit: OneRunScores, delta: float, alpha: float, methods: Sequence[str], *,
                       family: str = "dp", dp: DPConfig | None = None) -> list[dict[str, Any]]:
     """One record per (repeat, method): the one-run epsilon (Bonferroni over the guess
-    grid, :func:`subaudit.estimation.one_run.best_one_run_epsilon`; ``"fdp"`` tests the curve of
+    grid, :func:`subaudit.estimation.one_run.best_one_run_epsilon`; ``"mahloujifar"`` tests the curve of
     ``family``, ``"dpsgd"`` that of the training ``dp`` under substitution), the family, the
     canaries and the share whose score sign guessed the bit."""
     check_choice(family, "one_run.family", FDP_FAMILIES)
@@ -138,7 +138,7 @@ def one_run_estimates(audit: OneRunScores, delta: float, alpha: float, methods: 
         accuracy = float(np.mean((scores > 0) == inserted))
         for method in methods:
             check_choice(method, "one_run.methods", ONE_RUN_METHODS)
-            fam = family if method == "fdp" else "dp"
+            fam = family if method == "mahloujifar" else "dp"
             eps = best_one_run_epsilon(scores, inserted, delta, alpha, method, family=fam,
                                        mechanism=mechanism if fam == "dpsgd" else None)
             out.append({"repeat": rep, "method": method, "family": fam, "epsilon": eps, "canaries": int(bits.size),
