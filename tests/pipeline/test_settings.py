@@ -177,3 +177,21 @@ def test_an_experiments_model_sizes_are_its_data_and_its_head(tmp_path):
              test_y=np.full(5, 4))                       # a class only the test part has
     assert S.model_sizes({"source": "own-features", "features_file": str(path), "checksum": "0" * 64,
                           "hidden": []}) == (7, 5)
+
+
+def test_the_workflow_names_every_artifact_from_the_paths_table():
+    """No rule file types an artifact's path: every data/ and results/ path of workflow/rules
+    comes from S.PATHS (logs and benchmarks aside), and path() fills what it is given,
+    leaving the other wildcards for Snakemake."""
+    import re
+
+    from conftest import ROOT
+
+    for smk in sorted((ROOT / "workflow" / "rules").glob("*.smk")):
+        code = re.sub(r'"""[\s\S]*?"""', "", smk.read_text())            # docstrings aside
+        typed = re.findall(r'''f?["'](?:data|results)/[^"']*["']''', code)
+        assert not typed, (smk.name, typed)
+    assert S.path("figure", ext="png") == "results/figures/{name}.png"
+    assert S.path("deep_audit", audit="{case}_{game}") == "results/deep/audits/{case}_{game}.npz"
+    assert S.path("raw", source="mnist", filename="a.npz") == "data/raw/mnist/a.npz"
+    assert all(p.startswith(S.OUTPUT_ROOTS) for p in S.PATHS.values())

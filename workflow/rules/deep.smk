@@ -13,7 +13,7 @@ DEEP = config["deep"]
 if DEEP["source"] is not None:  # null: no deep-network audits
 
     DEEP_SEED = S.seed(config["seed"], "deep", {})
-    DEEP_ARCHIVE = f"data/raw/{DEEP['source']}/{SOURCES[DEEP['source']].filename}"
+    DEEP_ARCHIVE = S.path("raw", source=DEEP["source"], filename=SOURCES[DEEP["source"]].filename)
     DEEP_INPUT_KINDS = [k for k in DEEP["kinds"] if not DEEP_KINDS[k].white_box]
     # the canaries of a training (deep.trainings): every kind together ("all"), the input kinds
     # ("inputs") apart from the white-box ones, or one kind each
@@ -25,7 +25,7 @@ if DEEP["source"] is not None:  # null: no deep-network audits
     DEEP_CANARIES_RESOURCES = canaries_job_resources(DEEP, SOURCES[DEEP["source"]].shape, NAT["device"])
     DEEP_PRETRAIN_RESOURCES = pretrain_job_resources(DEEP, NAT["device"], SOURCES[DEEP["source"]].shape)
     # each audit's bounds (deep_bounds) from its training's scores (deep_audit)
-    DEEP_BOUNDS = [f"results/deep/bounds/{case}_{game}_{group}_{repeat}.json"
+    DEEP_BOUNDS = [S.path("deep_bounds", audit=f"{case}_{game}_{group}_{repeat}")
                    for case, game, group, repeat in DEEP_TRAININGS]
 
     localrules:
@@ -37,7 +37,7 @@ if DEEP["source"] is not None:  # null: no deep-network audits
         input:
             DEEP_ARCHIVE,
         output:
-            "results/deep/canaries.npz",
+            PATHS["deep_canaries"],
         params:
             source=DEEP["source"],
             sizes=DEEP["sizes"],
@@ -72,7 +72,7 @@ if DEEP["source"] is not None:  # null: no deep-network audits
         input:
             DEEP_ARCHIVE,
         output:
-            "results/deep/pretrained.npz",
+            PATHS["deep_pretrained"],
         params:
             source=DEEP["source"],
             sizes=DEEP["sizes"],
@@ -102,7 +102,7 @@ if DEEP["source"] is not None:  # null: no deep-network audits
             canaries=rules.deep_canaries.output[0],
             pretrained=lambda wc: rules.deep_pretrain.output if wc.case == "finetune" else [],
         output:
-            "results/deep/audits/{case}_{game}_{group}_{repeat}.npz",
+            S.path("deep_audit", audit="{case}_{game}_{group}_{repeat}"),
         wildcard_constraints:
             case=one_of(DEEP["cases"]),
             game=one_of(DEEP["games"]),
@@ -140,9 +140,9 @@ if DEEP["source"] is not None:  # null: no deep-network audits
         computed as soon as its training ends (the DP-SGD curve's search takes seconds), so the
         figure only draws."""
         input:
-            "results/deep/audits/{audit}.npz",
+            PATHS["deep_audit"],
         output:
-            "results/deep/bounds/{audit}.json",
+            PATHS["deep_bounds"],
         params:
             procedures=DEEP["procedures"],
             family=DEEP["family"],

@@ -40,7 +40,7 @@ rule epsilon_vs_target:
 rule ratio_grid:
     """Fig A5: eps_S / eps_AR over the q x sigma grid at fixed delta."""
     input:
-        [f"results/accounting/ratio_grid/q{fmt(q)}.csv" for q in GRID["sampling_rates"]],
+        [S.path("ratio_grid_row", q=fmt(q)) for q in GRID["sampling_rates"]],
     output:
         **figure_files(),
     wildcard_constraints:

@@ -18,8 +18,8 @@ if REC["experiment"] is not None:  # null: no reconstruction
             split=S.path("split", exp=REC["experiment"]),
         output:
             **figure_files(),
-            units="results/reconstruction/{name}_units.csv",
-            summary="results/reconstruction/{name}.json",
+            units=PATHS["reconstruction_units"],
+            summary=PATHS["reconstruction_summary"],
         wildcard_constraints:
             name=figs("reconstruction"),
         params:

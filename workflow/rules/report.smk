@@ -8,12 +8,12 @@ localrules:
 rule report:
     """results/report.md, .html and .json (DVC metrics) from every figure's CSV."""
     input:
-        expand("results/figures/{name}.csv", name=list(FIGS)),
-        expand("results/figures/{name}.png", name=list(FIGS)),
+        expand(PATHS["figure"], name=list(FIGS), ext="csv"),
+        expand(PATHS["figure"], name=list(FIGS), ext="png"),
     output:
-        md="results/report.md",
-        html=report("results/report.html", caption="../report/report.rst", category="Report"),
-        json="results/report.json",
+        md=S.path("report", ext="md"),
+        html=report(S.path("report", ext="html"), caption="../report/report.rst", category="Report"),
+        json=S.path("report", ext="json"),
     params:
         figures=report_figures(),
         estimator=REPORT_ESTIMATOR,

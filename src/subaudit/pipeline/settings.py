@@ -101,8 +101,11 @@ DEPENDS: dict[str, tuple[str, ...]] = {
 #: a file below one of them is an output the workflow rebuilds, anything else is a user's.
 OUTPUT_ROOTS: tuple[str, ...] = ("data/raw", "data/splits", "data/features", "results")
 
-#: Path templates of the natural-data artifacts (Snakemake wildcards: exp, scenario, key).
+#: Path templates of every artifact the workflow writes, by phase (Snakemake wildcards: exp,
+#: scenario, key, lo, hi, kind, q, source, filename, audit, name, ext); the rules name their files
+#: from here (:func:`path`) and nowhere else.
 PATHS: dict[str, str] = {
+    "raw": "data/raw/{source}/{filename}",
     "split": "data/splits/{exp}.npz",
     "features": "data/features/{exp}.npz",
     "reference": "results/natural/{exp}/reference/{key}.npz",
@@ -117,6 +120,18 @@ PATHS: dict[str, str] = {
     "utility": "results/natural/{exp}/utility/{scenario}_{key}.csv",
     "one_run_scores": "results/one_run/{exp}/scores/{kind}_{key}.npz",
     "one_run": "results/one_run/{exp}/estimates/{kind}_{key}.json",
+    "s1_calibration": "results/accounting/s1/{key}.json",
+    "s1_scores": "results/s1/scores/{key}.npz",
+    "s1_estimates": "results/s1/estimates/{key}.json",
+    "ratio_grid_row": "results/accounting/ratio_grid/q{q}.csv",
+    "deep_canaries": "results/deep/canaries.npz",
+    "deep_pretrained": "results/deep/pretrained.npz",
+    "deep_audit": "results/deep/audits/{audit}.npz",
+    "deep_bounds": "results/deep/bounds/{audit}.json",
+    "reconstruction_units": "results/reconstruction/{name}_units.csv",
+    "reconstruction_summary": "results/reconstruction/{name}.json",
+    "figure": "results/figures/{name}.{ext}",
+    "report": "results/report.{ext}",
 }
 
 #: What a key looks like where an artifact depends on none of the knobs.
@@ -213,8 +228,14 @@ def parse_key(text: str, knobs: Sequence[str] | None = None) -> dict[str, Any]:
 
 
 def path(artifact: str, **values: Any) -> str:
-    """Path of an artifact (:data:`PATHS`) with its wildcards filled from ``values``."""
-    return PATHS[artifact].format(**values)
+    """Path of an artifact (:data:`PATHS`) with its wildcards filled from ``values``; a value
+    may itself be a wildcard (``name="{name}"``), and a wildcard not given stays one."""
+    return PATHS[artifact].format_map(_KeepWildcards(values))
+
+
+class _KeepWildcards(dict):
+    def __missing__(self, key: str) -> str:
+        return "{" + key + "}"
 
 
 # --------------------------------------------------------------------------- settings
