@@ -315,23 +315,23 @@ def test_text_features():
 
 def test_split_features_are_each_parts_features_on_one_thread():
     """split_features: every part through its family's extractor (the same bits as calling it),
-    the records' own values as float32 for ``none``, each part's labels beside; one torch thread."""
+    the records' own values as float32 for ``none``, each part's labels beside; on one torch
+    thread, then the process's own again."""
     import torch
 
     from subaudit.data.loaders import Dataset
+    from subaudit.devices import fixed_threads
 
     images, labels = _digits(3, 8, per_class=4)
     parts = {"train": Dataset("image", images[:6], labels[:6], 2), "test": Dataset("image", images[6:], labels[6:], 2)}
     threads = torch.get_num_threads()
-    try:
-        got = features.split_features(parts, "efficientnet-lite0", resolution=32, device="cpu")
-        assert torch.get_num_threads() == 1
+    got = features.split_features(parts, "efficientnet-lite0", resolution=32, device="cpu")
+    assert torch.get_num_threads() == threads                 # the process's threads again
+    with fixed_threads(1):
         for name, ds in parts.items():
             np.testing.assert_array_equal(got[f"{name}_x"], image_features(
                 ds.x, "efficientnet-lite0", resolution=32, device="cpu", progress=False))
             np.testing.assert_array_equal(got[f"{name}_y"], ds.y)
-    finally:
-        torch.set_num_threads(threads)
     assert set(got) == {"train_x", "train_y", "test_x", "test_y"}
     table = Dataset("tabular", np.eye(3, dtype=np.float64), np.array([0, 1, 1]), 2)
     plain = features.split_features({"train": table}, "none")["train_x"]

@@ -60,7 +60,7 @@ from subaudit.data.acquisition import file_digest
 from subaudit.data.backbones import BACKBONES, Backbone, unverified
 from subaudit.data.loaders import Dataset
 from subaudit.data.sources import DataError, check_digest
-from subaudit.devices import resolve_device
+from subaudit.devices import fixed_threads, resolve_device
 from subaudit.validation import ParameterError, check_count
 
 __all__ = [
@@ -474,22 +474,22 @@ def split_features(parts: Mapping[str, Dataset], backbone: str, *, resolution: i
     """The features of each part of a split (``train``, ``aux``, ``test``: ``<part>_x`` float32
     and ``<part>_y``) by ``backbone``, or the records' own values (``"none"``: binary tabular
     features). Downloaded weights are verified before any work (:func:`hub_weights`; ``key``
-    names the digest's configuration key in its error). On one CPU thread: kernels split their
-    reductions by thread count, and the features (hence every audit) must not depend on the
-    machine's core count (a GPU gives other bits)."""
-    if backbone != "none" and BACKBONES[backbone].hub_repo is not None:
+    names the digest's configuration key in its error). On one CPU thread (then the process's
+    own again): kernels split their reductions by thread count, and the features (hence every
+    audit) must not depend on the machine's core count (a GPU gives other bits)."""
+    if backbone == "none":
+        return {k: v for name, ds in parts.items()
+                for k, v in ((f"{name}_x", ds.x.astype(np.float32)), (f"{name}_y", ds.y))}
+    if BACKBONES[backbone].hub_repo is not None:
         hub_weights(backbone, weights_checksum, key=key)
-    import torch
-
-    torch.set_num_threads(1)
     dev = resolve_device(device)
     arrays: dict[str, np.ndarray] = {}
-    for name, ds in parts.items():
-        if backbone == "none":
-            x = ds.x.astype(np.float32)
-        elif ds.family == "image":
-            x = image_features(ds.x, backbone, resolution=resolution, device=dev, weights_checksum=weights_checksum)
-        else:
-            x = text_features(list(ds.x), backbone, device=dev)
-        arrays[f"{name}_x"], arrays[f"{name}_y"] = x, ds.y
+    with fixed_threads(1):
+        for name, ds in parts.items():
+            if ds.family == "image":
+                x = image_features(ds.x, backbone, resolution=resolution, device=dev,
+                                   weights_checksum=weights_checksum)
+            else:
+                x = text_features(list(ds.x), backbone, device=dev)
+            arrays[f"{name}_x"], arrays[f"{name}_y"] = x, ds.y
     return arrays

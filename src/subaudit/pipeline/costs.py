@@ -175,8 +175,8 @@ def craft_job_resources(work: tuple[float, float], sizes: Sequence[int], records
 #: ``ACCOUNTANT_EVALUATION_S * sqrt(T)`` seconds, times ``q ** -1/3`` when the steps are
 #: subsampled (q < 1; finer privacy-loss grids at small q), and a calibration's root search
 #: with its three evaluations after it (the S1 record: eps_S, eps_AR, group) costs
-#: :data:`CALIBRATION_EVALUATIONS` of them. Measured (2026-11-30, one thread of the 2-core Intel
-#: Xeon VM, warm process): an evaluation 0.008-0.021 s at q = 1 and T = 40, 0.016-0.029 at 500,
+#: :data:`CALIBRATION_EVALUATIONS` of them. Measured (2026-11-30, one thread of a 2-core AMD
+#: EPYC VM with AVX-512, warm process): an evaluation 0.008-0.021 s at q = 1 and T = 40, 0.016-0.029 at 500,
 #: 0.036 at 2,500; 0.027, 0.045 and 0.12 at q = 0.25; 0.062, 0.18 and 0.37 at q = 0.0625; 0.047
 #: and 0.14 at q = 0.01 (T = 40, 500); a calibration with its three evaluations 5 to 20 of them
 #: (up to 67 at q = 1 and the smallest targets, where the group accountant's delta is tightest).
