@@ -85,6 +85,7 @@ include: "workflow/rules/deep.smk"
 include: "workflow/rules/reconstruction.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/unit_costs.smk"
 
 
 localrules:

@@ -66,9 +66,9 @@ def test_every_model_is_its_seconds_with_the_margin():
     eff = BACKBONES["efficientnet-lite0"]
     assert costs.features_job_resources("efficientnet-lite0", 1000, 112, "cpu", 784)["expected_s"] == \
         -(-1000 * eff.macs / 4 / eff.cpu_macs_per_s // 1)       # a quarter of the pixels at 112 px
-    holds(costs.simulate_s1_job_resources(15, 25_000, [250, 500], 0.25), 15 * 50_000 * 750 * 8e-8,
+    holds(costs.simulate_s1_job_resources(15, 25_000, [250, 500], 0.25), 15 * 50_000 * 750 * 5e-8,
           2000 + 8 * 50_000 * (15 * 2 + 4) / 2**20, 15 * 50_000 * (2 * 8 + 9))
-    holds(costs.simulate_s1_job_resources(15, 25_000, [250, 500], 1.0), 15 * 50_000 * 2 * 8e-8,   # closed form
+    holds(costs.simulate_s1_job_resources(15, 25_000, [250, 500], 1.0), 15 * 50_000 * 2 * 5e-8,   # closed form
           2000 + 8 * 50_000 * (15 * 2 + 4) / 2**20, 15 * 50_000 * (2 * 8 + 9))
     holds(costs.accounting_job_resources(0.25, 500, 1, 40), 0.002 * 500**0.5 * 4 ** (1 / 3) * (15 + 40), 2000, 0)
     holds(costs.accounting_job_resources(1.0, 2500, 5, 0), 0.002 * 50 * 5 * 15, 2000, 0)   # no subsampling

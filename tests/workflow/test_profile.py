@@ -20,7 +20,7 @@ from conftest import workflow_copy
 
 SNAKEMAKE = Path(sys.executable).parent / "snakemake"
 GPU_RULES = {"features", "train_target", "train_shard", "utility", "one_run", "deep_canaries", "deep_pretrain",
-             "deep_audit"}
+             "deep_audit", "unit_costs"}
 RULE = re.compile(r"^\s*rule (\w+):")
 RESOURCES = re.compile(r"^\s*resources: (.*)")
 
@@ -35,9 +35,10 @@ def workdir(tmp_path_factory, repo_root) -> Path:
 
 
 def dry_run(wd: Path, *args: str, **env: str) -> list[tuple[str, dict[str, str]]]:
-    """(rule, resources) of every job `snakemake --profile slurm -n --forceall` would submit."""
+    """(rule, resources) of every job `snakemake --profile slurm -n --forceall` would submit (the
+    default target and the on-demand `unit_costs`)."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith("SUBAUDIT_SLURM_")}
-    proc = subprocess.run([SNAKEMAKE, "--profile", "slurm", "-n", "--forceall", *args],
+    proc = subprocess.run([SNAKEMAKE, "--profile", "slurm", "-n", "--forceall", "all", "unit_costs", *args],
                           cwd=wd, capture_output=True, text=True, env={**environ, **env})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     jobs, rule = [], None

@@ -7,7 +7,9 @@ records and in squeue), GPU jobs must ask for a GPU, the light rules must stay l
 those `subaudit plan` counts as local), the run must end complete, every job must stay within
 the memory and time it requested (its own log line, or its benchmark), a persistent failure
 must be retried, then stop the run naming the job and its log, and the cluster's scores must
-equal a local run's in other shards bit for bit. Needs root to start the cluster; CI sets
+equal a local run's in other shards bit for bit. The cost model's per-unit costs, measured on
+the cluster's node by the `unit_costs` job submitted with the rehearsal, must agree with the
+model (the rehearsal's own jobs are start-up, not units of work). Needs root to start the cluster; CI sets
 SUBAUDIT_REQUIRE_SLURM=1 so that a cluster that cannot start fails the run instead of skipping
 it. (test_slurm.py keeps the stress test: hundreds of shard jobs, `pytest -m stress`.)
 """
@@ -55,7 +57,7 @@ def workdir(cluster, tmp_path_factory, repo_root) -> tuple[Path, str]:
         (shutil.copytree if src.is_dir() else shutil.copy)(src, wd / name)
     (wd / "site.yaml").write_text("natural:\n  device: auto\n")
     start = time.monotonic()
-    proc = submit(wd)
+    proc = submit(wd, "all", "unit_costs")
     assert proc.returncode == 0, proc.stderr[-5000:]
     print(f"the rehearsal through SLURM: {time.monotonic() - start:.0f} s, "
           f"{len(SUBMITTED.findall(proc.stderr))} submissions")
@@ -94,11 +96,33 @@ def test_the_rehearsal_is_complete_and_every_job_within_its_request(workdir):
     figures = {p.stem for p in (wd / "results/figures").glob("*.png")}
     assert {"fig2", "fig3", "fig4", "fig5", "figA1", "figA5", "deep-one-run", "one-run", "reconstruction"} <= figures
     assert (wd / "results/report.json").is_file()
-    proc = subprocess.run([BIN / "snakemake", "--dry-run", "--forceall", *CONFIG], cwd=wd,
+    proc = subprocess.run([BIN / "snakemake", "--dry-run", "--forceall", "all", "unit_costs", *CONFIG], cwd=wd,
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     checked, over = jobs_over_requests(wd, proc.stdout)
     assert checked > 80 and not over, over
+
+
+def test_the_cost_models_per_unit_costs_agree_with_what_the_rehearsal_measured(workdir):
+    """Every per-unit cost the requests scale (the engine's, an accountant evaluation, an S1
+    run-step, the rehearsal's backbones, its proxy network and its deep network under Opacus),
+    measured on the cluster's node at about a second of work each, within AGREEMENT of the
+    model (the earlier S1 rate, 8e-8 s a run-step, measured 0.32 times there and failed)."""
+    from subaudit.artifacts import read_json
+    from subaudit.pipeline.unit_costs import AGREEMENT
+
+    wd, _ = workdir
+    measured = read_json(wd / "logs/benchmarks/unit_costs.json")
+    assert measured["device"] == "cpu" and measured["agreement"] == list(AGREEMENT)
+    units = measured["units"]
+    assert {u["unit"] for u in units} == {"ENGINE_COSTS", "ACCOUNTANT_EVALUATION_S", "S1_RUN_STEP_S",
+                                         "Backbone.cpu_macs_per_s", "ProxyNetwork.macs_per_second",
+                                         "NETWORK_COSTS"}
+    assert {u["setting"].split(",")[0] for u in units if u["unit"] == "Backbone.cpu_macs_per_s"} == \
+        {"efficientnet-lite0", "minilm-l6-v2"}
+    lo, hi = AGREEMENT
+    assert all(lo <= u["measured_s"] / u["modelled_s"] <= hi for u in units), \
+        [(u["unit"], u["setting"], round(u["ratio"], 2)) for u in units]
 
 
 def test_persistent_failure_is_retried_then_named_with_its_log(workdir):

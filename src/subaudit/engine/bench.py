@@ -44,8 +44,8 @@ from subaudit.engine import (
     train,
 )
 
-__all__ = ["DEVICE_RUNS", "GOALS", "WORKFLOW_JOB", "Workload", "WORKLOADS", "draw_seconds", "matmul_gflops",
-           "run_bench", "useful_flops"]
+__all__ = ["DEVICE_RUNS", "GOALS", "WORKFLOW_JOB", "Workload", "WORKLOADS", "draw_seconds", "engine_rate",
+           "matmul_gflops", "run_bench", "useful_flops"]
 
 
 @dataclass(frozen=True)
@@ -138,7 +138,9 @@ def _dp(w: Workload, steps: int) -> DPConfig:
                     lr=0.01, optimizer=w.optimizer)
 
 
-def _engine_rate(w: Workload, steps: int, runs: int, device: str, memory_mb: float = 2048) -> float:
+def engine_rate(w: Workload, steps: int, runs: int, device: str, memory_mb: float = 2048) -> float:
+    """The engine's model-steps per second on ``w``: ``runs`` runs trained together for ``steps``
+    steps (after a one-step warm-up), within ``memory_mb``."""
     data, _ = _data(w)
     model = MLP(w.sizes)
     canary = GradientCanary.one_hot(model, 0, 1.0)
@@ -261,7 +263,7 @@ def _row(w: Workload, runs: int, threads: int, steps: int, opacus_steps: int, re
     """One workload measured at ``runs`` runs at once on ``threads`` threads."""
     eng = opa = 0.0
     for _ in range(repeats):
-        eng = max(eng, _engine_rate(w, steps, runs, device, memory_mb))
+        eng = max(eng, engine_rate(w, steps, runs, device, memory_mb))
         opa = max(opa, _opacus_rate(w, opacus_steps, device))
     span = _span(w)
     draw, launches = draw_seconds(w, span, steps, runs, device)

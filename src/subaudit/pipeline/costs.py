@@ -38,11 +38,11 @@ from subaudit.validation import check_choice
 __all__ = ["ACCOUNTANT_EVALUATION_S", "BASE_MEMORY_MB", "BYTES_PER_EXAMPLE_PARAMETER", "CALIBRATION_EVALUATIONS",
            "CANARY_RECORD_BYTES", "ENGINE_COSTS", "FORWARD_BATCH", "FORWARD_VALUES_PER_INPUT", "NETWORK_COSTS",
            "NETWORK_NAMES", "PROCESS_MEMORY_MB", "S1_RUN_STEP_S", "SPAN_BELOW", "SPAN_EXTRA_ROWS",
-           "UNROLL_MEMORY_MARGIN", "EngineCost", "NetworkCost", "accountant_evaluation_seconds",
+           "UNIT_COSTS_S", "UNROLL_MEMORY_MARGIN", "EngineCost", "NetworkCost", "accountant_evaluation_seconds",
            "accounting_job_resources", "audit_job_resources", "canaries_job_resources", "craft_job_resources",
            "features_job_resources", "model_parameters", "model_step_seconds", "pretrain_job_resources",
            "reference_job_resources", "scores_bytes", "simulate_s1_job_resources", "trained_parameters",
-           "training_job_resources"]
+           "training_job_resources", "unit_costs_job_resources"]
 
 
 @dataclass(frozen=True)
@@ -57,11 +57,13 @@ class EngineCost:
 
 #: Per-unit costs by device kind (``cpu``: one thread, as a training job has; ``cuda``: a GPU).
 ENGINE_COSTS: dict[str, EngineCost] = {
-    "cpu": EngineCost(100e-6, 30e-12,
-                      "one thread of a 2-core x86-64 VM (Intel Xeon, AVX-512): the default run's 178 "
-                      "training jobs (2026-11-30, linear heads 1280-10 and 384-2, the MLP 256-128-26) "
-                      "ran 0.3 to 1.8 times what this models with the runs each trains and a linear "
-                      "head's span (trained_parameters), 0.8 times in sum"),
+    "cpu": EngineCost(100e-6, 100e-12,
+                      "one thread of a 2-core x86-64 VM (AMD EPYC, AVX-512) under the workflow's "
+                      "MKL_CBWR=COMPATIBLE (2026-11-30, subaudit.pipeline.unit_costs): 320 runs of the "
+                      "linear heads 1280-10 (q = 1, 0.25, 0.0625) and 384-2 (q = 1, 0.25) and the MLP "
+                      "256-128-26 (DP-Adam, q = 0.25, 0.0625) ran 0.46 to 2.5 times what this models; "
+                      "the example x parameter cost was 30e-12 s before the workflow took MKL's "
+                      "portable path, which made the dense heads 2.4-3.4 times slower"),
     "cuda": EngineCost(42e-6, 0.9e-12,
                        "one H100, fp32 (subaudit bench, code at 7860e35): 24k model-steps/s for the 768-10 "
                        "head at q = 1/16 of 500 records (the layer cost), 5.4k for the 600-128-100 MLP "
@@ -201,9 +203,10 @@ def accounting_job_resources(q: float, steps: int, calibrations: int, evaluation
 
 #: Seconds per run and step of the S1 simulation (its paths and, at each checkpoint t, a
 #: log-sum-exp over t + 1 terms): 6.4e-8 and 7.4e-8 measured at R = 25,000, T = 500, q = 0.25
-#: and 0.0625, one thread of a 2-core x86-64 VM (Intel Xeon, AVX-512, 2026-11-29). At q = 1 the
+#: and 0.0625 on one thread of a 2-core Intel Xeon VM (AVX-512, 2026-11-29), 2.6e-8 at R = 10,000,
+#: T = 500, q = 0.25 on an AMD EPYC one (2026-11-30): within 3x of this on both. At q = 1 the
 #: score is in closed form (no mixture): a checkpoint costs a run-step's worth.
-S1_RUN_STEP_S = 8e-8
+S1_RUN_STEP_S = 5e-8
 
 
 def simulate_s1_job_resources(audits: int, runs_per_world: int, checkpoints: Sequence[int],
@@ -326,3 +329,17 @@ def canaries_job_resources(deep: Mapping[str, Any], shape: tuple[int, ...], devi
     seconds = int(meta["metasteps"]) * steps * batch * net.macs(image, width) / rate
     host = UNROLL_MEMORY_MARGIN * unroll / 2**20 if device == "cpu" else 0
     return job_request(seconds, BASE_MEMORY_MB + host, pairs)
+
+
+#: Seconds the ``unit_costs`` job measures for (:func:`subaudit.pipeline.unit_costs.measure`:
+#: about a second of work per cost, each after a warm-up; measured 20 to 30 s on one 2-core VM).
+UNIT_COSTS_S = 60.0
+
+
+def unit_costs_job_resources(network: str | None, batch: int = 32) -> dict[str, int]:
+    """The ``unit_costs`` job: :data:`UNIT_COSTS_S`; memory: :data:`BASE_MEMORY_MB` and, with a
+    deep ``network``, the per-example gradients of a CPU batch of ``batch`` at its reference
+    input (Opacus' rate is measured there); it writes a small JSON."""
+    held = 0.0 if network is None else batch * BYTES_PER_EXAMPLE_PARAMETER * NETWORK_COSTS[network].parameters / 2**20
+    return job_request(UNIT_COSTS_S, BASE_MEMORY_MB + held)
+
