@@ -46,10 +46,10 @@ def test_substitute_rdp_and_mean_by_quadrature_are_accurate():
 
     prv = prvs.SubstitutePoissonGaussian(1.2, 0.2)
     def moment(x: float, alpha: float) -> float:
-        return math.exp(prv._log_pq(np.array([x]))[1][0] + alpha * prv.privacy_loss(np.array([x]))[0])
+        return math.exp(prv.log_densities(np.array([x]))[1][0] + alpha * prv.privacy_loss(np.array([x]))[0])
 
     def mean(x: float) -> float:
-        return math.exp(prv._log_pq(np.array([x]))[0][0]) * prv.privacy_loss(np.array([x]))[0]
+        return math.exp(prv.log_densities(np.array([x]))[0][0]) * prv.privacy_loss(np.array([x]))[0]
 
     for alpha in (2.0, 10.0):
         val, _ = integrate.quad(moment, -40, 60, args=(alpha,), limit=400, epsabs=0, epsrel=1e-12)
@@ -78,8 +78,9 @@ def _phi(z):
 
 
 def test_a_direction_must_give_its_inverse_and_densities():
-    """The shared base is abstract: a direction without x_star, _log_pq or _kl_q1 cannot be
-    made (it would fail later, inside an accounting); every registered direction has them."""
+    """The shared base is abstract: a direction without x_star, log_densities or kl_at_full_batch
+    cannot be made (it would fail later, inside an accounting); every registered direction has
+    them."""
     with pytest.raises(TypeError, match="abstract"):
         prvs.PoissonGaussianPRV(1.0, 0.5)
 
@@ -87,7 +88,7 @@ def test_a_direction_must_give_its_inverse_and_densities():
         def x_star(self, y):
             return y
 
-    with pytest.raises(TypeError, match="_kl_q1"):
+    with pytest.raises(TypeError, match="kl_at_full_batch"):
         Partial(1.0, 0.5)
     for cls in prvs.PRV_CLASSES.values():
         assert not cls.__abstractmethods__ and 0.0 < cls(1.0, 0.5).cdf(0.1) < 1.0

@@ -9,7 +9,8 @@ the memory and time it requested (its own log line, or its benchmark), a persist
 must be retried, then stop the run naming the job and its log, and the cluster's scores must
 equal a local run's in other shards bit for bit. The cost model's per-unit costs, measured on
 the cluster's node by the `unit_costs` job submitted with the rehearsal, must agree with the
-model (the rehearsal's own jobs are start-up, not units of work). Needs root to start the cluster; CI sets
+model (the rehearsal's own jobs are start-up, not units of work); it is submitted beside the
+persistent failure's retries, whose waits leave the node's cores free. Needs root to start the cluster; CI sets
 SUBAUDIT_REQUIRE_SLURM=1 so that a cluster that cannot start fails the run instead of skipping
 it. (test_slurm.py keeps the stress test: hundreds of shard jobs, `pytest -m stress`.)
 """
@@ -41,6 +42,8 @@ GROUPING = {"SUBAUDIT_SLURM_AUDITS_PER_JOB": "9", "SUBAUDIT_SLURM_PREPARE_PER_JO
 SETTING = "S3_q0.25_C5_T4_k2_lr0.0018_eps10"
 CANARY = "results/natural/tabular/canaries/S3_q0.25_T4_k2_lr0.0018.npz"
 SCORES = f"results/natural/tabular/scores/{SETTING}_R32_rep0.npz"
+# (SLURM job id, rule) of each submission in Snakemake's output
+SUBMITTED_RULE = re.compile(r"submitted with SLURM jobid (\d+) \(log: \S*/slurm_logs/(?:rule|group)_(\w+?)/")
 
 
 def submit(wd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -57,7 +60,7 @@ def workdir(cluster, tmp_path_factory, repo_root) -> tuple[Path, str]:
         (shutil.copytree if src.is_dir() else shutil.copy)(src, wd / name)
     (wd / "site.yaml").write_text("natural:\n  device: auto\n")
     start = time.monotonic()
-    proc = submit(wd, "all", "unit_costs")
+    proc = submit(wd)
     assert proc.returncode == 0, proc.stderr[-5000:]
     print(f"the rehearsal through SLURM: {time.monotonic() - start:.0f} s, "
           f"{len(SUBMITTED.findall(proc.stderr))} submissions")
@@ -96,22 +99,41 @@ def test_the_rehearsal_is_complete_and_every_job_within_its_request(workdir):
     figures = {p.stem for p in (wd / "results/figures").glob("*.png")}
     assert {"fig2", "fig3", "fig4", "fig5", "figA1", "figA5", "deep-one-run", "one-run", "reconstruction"} <= figures
     assert (wd / "results/report.json").is_file()
-    proc = subprocess.run([BIN / "snakemake", "--dry-run", "--forceall", "all", "unit_costs", *CONFIG], cwd=wd,
+    proc = subprocess.run([BIN / "snakemake", "--dry-run", "--forceall", *CONFIG], cwd=wd,
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     checked, over = jobs_over_requests(wd, proc.stdout)
     assert checked > 80 and not over, over
 
 
-def test_the_cost_models_per_unit_costs_agree_with_what_the_rehearsal_measured(workdir):
+@pytest.fixture(scope="module")
+def failing_submission(workdir) -> tuple[Path, subprocess.CompletedProcess[str], np.ndarray]:
+    """A second submission: a canary damaged after it was made, so that the shard that reads it
+    must train again (and fail), and beside it the `unit_costs` job (keep-going: it completes).
+    The scores the shard had made, for the rerun's comparison."""
+    wd, _ = workdir
+    canary = wd / CANARY
+    good = np.load(wd / SCORES)["scores"]
+    canary.write_bytes(canary.read_bytes()[:-100])
+    (wd / SCORES).unlink()                                   # so that the shard must train again
+    return wd, submit(wd, SCORES, "unit_costs", SUBAUDIT_SLURM_RETRIES="1"), good
+
+
+def test_the_cost_models_per_unit_costs_agree_with_what_the_rehearsal_measured(failing_submission):
     """Every per-unit cost the requests scale (the engine's, an accountant evaluation, an S1
     run-step, the rehearsal's backbones, its proxy network and its deep network under Opacus),
     measured on the cluster's node at about a second of work each, within AGREEMENT of the
-    model (the earlier S1 rate, 8e-8 s a run-step, measured 0.32 times there and failed)."""
+    model (the earlier S1 rate, 8e-8 s a run-step, measured 0.32 times there and failed). The
+    job went through sbatch and stayed within its own requests."""
     from subaudit.artifacts import read_json
     from subaudit.pipeline.unit_costs import AGREEMENT
 
-    wd, _ = workdir
+    wd, proc, _ = failing_submission
+    assert "unit_costs" in {rule for _, rule in SUBMITTED_RULE.findall(proc.stderr)}
+    dry = subprocess.run([BIN / "snakemake", "--dry-run", "--forceall", "unit_costs", *CONFIG], cwd=wd,
+                         capture_output=True, text=True)
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert jobs_over_requests(wd, dry.stdout) == (1, [])
     measured = read_json(wd / "logs/benchmarks/unit_costs.json")
     assert measured["device"] == "cpu" and measured["agreement"] == list(AGREEMENT)
     units = measured["units"]
@@ -125,25 +147,21 @@ def test_the_cost_models_per_unit_costs_agree_with_what_the_rehearsal_measured(w
         [(u["unit"], u["setting"], round(u["ratio"], 2)) for u in units]
 
 
-def test_persistent_failure_is_retried_then_named_with_its_log(workdir):
+def test_persistent_failure_is_retried_then_named_with_its_log(failing_submission):
     """A canary damaged after it was made: its shard fails on the cluster, is retried once, and
     the run stops naming the job's output and a log that names the damage; `subaudit verify
     --remove` finds it, and a rerun (here, locally) recomputes the same scores."""
-    wd, _ = workdir
+    wd, proc, good = failing_submission
     canary = wd / CANARY
-    good = np.load(wd / SCORES)["scores"]
-    canary.write_bytes(canary.read_bytes()[:-100])
-    (wd / SCORES).unlink()                                   # so that the shard must train again
-
-    proc = submit(wd, SCORES, SUBAUDIT_SLURM_RETRIES="1")
     assert proc.returncode != 0
     err = proc.stderr
     assert "Error in rule train_" in err, err[-5000:]
     named = re.findall(r"log: (logs/natural/tabular/train_\S+\.log)", err)
     assert named and any(f"{CANARY} is damaged" in (wd / p).read_text() for p in set(named)), err[-3000:]
     records = jobcomp()
-    assert all(records[i]["JobState"] == "FAILED" for i in SUBMITTED.findall(err))
-    assert len(set(SUBMITTED.findall(err))) == 2                       # 1 + 1 retry
+    shards = {i for i, rule in SUBMITTED_RULE.findall(err) if rule != "unit_costs"}
+    assert all(records[i]["JobState"] == "FAILED" for i in shards)
+    assert len(shards) == 2                                            # 1 + 1 retry
 
     assert subprocess.run([BIN / "subaudit", "verify", "--remove", "results"], cwd=wd,
                           capture_output=True).returncode == 0

@@ -93,9 +93,9 @@ def _log_phi(x: np.ndarray, s: float) -> np.ndarray:
 
 class PoissonGaussianPRV(PrivacyRandomVariable):
     """Shared parts. The CDF is a mixture sum_j w_j Phi(z_j(t)) with increasing maps z_j
-    (``_zs``); ``_log_pq`` gives the log densities of the pair for the quadratures. A direction
-    (substitute, remove, add) gives :meth:`x_star`, :meth:`_log_pq` and :meth:`_kl_q1`: it
-    cannot be made without them."""
+    (``_zs``); :meth:`log_densities` gives the log densities of the pair for the quadratures. A
+    direction (substitute, remove, add) gives :meth:`x_star`, :meth:`log_densities` and
+    :meth:`kl_at_full_batch`: it cannot be made without them."""
 
     reverse: str = ""
 
@@ -120,16 +120,22 @@ class PoissonGaussianPRV(PrivacyRandomVariable):
             return [(1.0, (x - 1.0) / self.sigma)]
         return [(self.q, (x - 1.0) / self.sigma), (1.0 - self.q, x / self.sigma)]
 
+    def _mixed(self, shift: np.ndarray) -> np.ndarray:
+        """log(q exp(shift) + 1 - q): the log density ratio of the mixture q N(mu) + (1-q) N(0)
+        to N(0) from the shifted component's ``shift``; at q = 1 exactly ``shift`` (log q = 0
+        and log(1-q) = -inf, which logaddexp returns the other argument for, bit for bit)."""
+        return np.logaddexp(self.log_q + shift, self.log_1mq)
+
     @abstractmethod
     def x_star(self, y):
         """The x at which the privacy loss L(x) equals ``y`` (L is monotone in x)."""
 
     @abstractmethod
-    def _log_pq(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def log_densities(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Log densities (log p(x), log q(x)) of the pair, for the quadratures."""
 
     @abstractmethod
-    def _kl_q1(self) -> float:
+    def kl_at_full_batch(self) -> float:
         """KL divergence at q = 1 (Gaussian: mu^2 / 2); rdp(alpha) = alpha * this."""
 
     def cdf(self, t):
@@ -171,7 +177,7 @@ class PoissonGaussianPRV(PrivacyRandomVariable):
 
     def privacy_loss(self, x):
         """L(x) = log p(x) / q(x)."""
-        lp, lq = self._log_pq(np.asarray(x, dtype=np.float64))
+        lp, lq = self.log_densities(np.asarray(x, dtype=np.float64))
         return lp - lq
 
     # quadratures -----------------------------------------------------------------------
@@ -192,9 +198,9 @@ class PoissonGaussianPRV(PrivacyRandomVariable):
         if np.any(alphas <= 1.0):
             raise ParameterError("alpha", alphas.tolist(), "orders > 1")
         if self.q == 1.0:
-            return alphas * self._kl_q1()
+            return alphas * self.kl_at_full_batch()
         x, h = self._x_grid(float(alphas.max()))
-        lp, lq = self._log_pq(x)
+        lp, lq = self.log_densities(x)
         loss = lp - lq
         out = np.empty_like(alphas)
         chunk = max(1, int(4e6 // len(x)))
@@ -219,10 +225,10 @@ class PoissonGaussianPRV(PrivacyRandomVariable):
         """E_P[L] = KL(P || Q), by quadrature (closed form at q = 1)."""
         if self._mean is None:
             if self.q == 1.0:
-                self._mean = self._kl_q1()
+                self._mean = self.kl_at_full_batch()
             else:
                 x, h = self._x_grid(1.0)
-                lp, lq = self._log_pq(x)
+                lp, lq = self.log_densities(x)
                 self._mean = float(np.sum(np.exp(lp) * (lp - lq)) * h)
         return self._mean
 
@@ -244,16 +250,13 @@ class SubstitutePoissonGaussian(PoissonGaussianPRV):
             return self.s2 * y / 2.0
         return self.s2 * (y / 2.0 + _asinh_k_sinh(y, self.log_k))
 
-    def _log_pq(self, x):
+    def log_densities(self, x):
         base = _log_phi(x, self.sigma)
         up = (2.0 * x - 1.0) / (2.0 * self.s2)
         down = (-2.0 * x - 1.0) / (2.0 * self.s2)
-        if self.q == 1.0:
-            return base + up, base + down
-        lp = base + np.logaddexp(self.log_q + up, self.log_1mq)
-        return lp, base + np.logaddexp(self.log_q + down, self.log_1mq)
+        return base + self._mixed(up), base + self._mixed(down)
 
-    def _kl_q1(self) -> float:
+    def kl_at_full_batch(self) -> float:
         return 2.0 / self.s2  # sensitivity 2
 
 
@@ -270,14 +273,11 @@ class RemovePoissonGaussian(PoissonGaussianPRV):
             return self.s2 * y + 0.5
         return self.s2 * _log_excess(y, self.log_q, self.q) + 0.5
 
-    def _log_pq(self, x):
+    def log_densities(self, x):
         base = _log_phi(x, self.sigma)
-        up = (2.0 * x - 1.0) / (2.0 * self.s2)
-        if self.q == 1.0:
-            return base + up, base
-        return base + np.logaddexp(self.log_q + up, self.log_1mq), base
+        return base + self._mixed((2.0 * x - 1.0) / (2.0 * self.s2)), base
 
-    def _kl_q1(self) -> float:
+    def kl_at_full_batch(self) -> float:
         return 0.5 / self.s2
 
 
@@ -298,14 +298,11 @@ class AddPoissonGaussian(PoissonGaussianPRV):
     def _zs(self, t):
         return [(1.0, -self.x_star(t) / self.sigma)]  # L <= y  <=>  X >= x*(y)
 
-    def _log_pq(self, x):
+    def log_densities(self, x):
         base = _log_phi(x, self.sigma)
-        up = (2.0 * x - 1.0) / (2.0 * self.s2)
-        if self.q == 1.0:
-            return base, base + up
-        return base, base + np.logaddexp(self.log_q + up, self.log_1mq)
+        return base, base + self._mixed((2.0 * x - 1.0) / (2.0 * self.s2))
 
-    def _kl_q1(self) -> float:
+    def kl_at_full_batch(self) -> float:
         return 0.5 / self.s2
 
 
