@@ -290,7 +290,11 @@ def train_private(model: torch.nn.Module, audit: OneRunAudit, base: TensorDatase
     last is a skipped step of Opacus' DP optimiser, which clips and sums its per-sample
     gradients and takes no step (what its ``BatchMemoryManager`` does), so the noise, the
     gradient canaries and the accountant's step come once per Poisson batch and the update
-    equals the unsplit one to float rounding, in a memory bounded by the physical batch."""
+    equals the unsplit one to float rounding, in a memory bounded by the physical batch. (Not
+    through ``BatchMemoryManager`` itself: it splits a batch into near-equal parts
+    (``np.array_split``) where this cuts at the physical batch, so the clipped sums would add in
+    another order and the deep phase's versioned results would change in their last bits; and
+    the augmented views are drawn per Poisson batch, after the loader.)"""
     physical = None if training.physical_batch is None else check_count(training.physical_batch, "physical_batch")
     model.to(device)
     audit.start(model)
