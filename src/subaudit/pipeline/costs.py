@@ -61,7 +61,8 @@ ENGINE_COSTS: dict[str, EngineCost] = {
                       "one thread of a 2-core x86-64 VM (AMD EPYC, AVX-512) under the workflow's "
                       "MKL_CBWR=COMPATIBLE (2026-11-30, subaudit.pipeline.unit_costs): 320 runs of the "
                       "linear heads 1280-10 (q = 1, 0.25, 0.0625) and 384-2 (q = 1, 0.25) and the MLP "
-                      "256-128-26 (DP-Adam, q = 0.25, 0.0625) ran 0.46 to 2.5 times what this models; "
+                      "256-128-26 (DP-Adam, q = 0.25, 0.0625) ran 0.46 to 2.5 times what this models, "
+                      "the default run's 178 training jobs modelled at 2 s or more 0.31 to 2.1 times; "
                       "the example x parameter cost was 30e-12 s before the workflow took MKL's "
                       "portable path, which made the dense heads 2.4-3.4 times slower"),
     "cuda": EngineCost(42e-6, 0.9e-12,
