@@ -32,6 +32,18 @@ BIN = Path(sys.executable).parent
 _TINY = yaml.safe_load((Path(__file__).with_name("tiny.yaml")).read_text())
 
 
+def records(n: int, d: int, k: int, seed: int, dtype: Any = None) -> Any:
+    """``n`` random records of ``d`` features (normal, scale 1.5) and ``k`` classes from
+    ``seed``, float64 unless ``dtype`` says otherwise: the engine tests' data."""
+    import torch
+
+    from subaudit.engine import Records
+
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, d, generator=g, dtype=torch.float64 if dtype is None else dtype) * 1.5
+    return Records(x, torch.randint(0, k, (n,), generator=g))
+
+
 def tiny() -> dict[str, Any]:
     """A fresh copy of the tiny configuration, to modify freely."""
     return copy.deepcopy(_TINY)

@@ -30,6 +30,7 @@ from subaudit.engine import (
     init_params,
     train,
 )
+from conftest import records
 from subaudit.validation import ParameterError
 
 opacus = pytest.importorskip("opacus")
@@ -38,13 +39,6 @@ from opacus.optimizers import DPOptimizer  # noqa: E402
 from opacus.optimizers import optimizer as opacus_optimizer  # noqa: E402
 
 SEED = 20260101
-
-
-def _data(n: int, d: int, k: int, seed: int, dtype=torch.float64) -> Records:
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(n, d, generator=g, dtype=dtype) * 1.5
-    y = torch.randint(0, k, (n,), generator=g)
-    return Records(x, y)
 
 
 class _CanaryDPOptimizer(DPOptimizer):
@@ -139,7 +133,7 @@ CASES = [
 def test_engine_equals_opacus(sizes, optimizer, kind, q, init, batching, monkeypatch):
     model = MLP(sizes)
     n = 24
-    data = _data(n, sizes[0], sizes[-1], seed=1)
+    data = records(n, sizes[0], sizes[-1], seed=1)
     if kind == "input":
         canary = InputCanary(torch.randn(2, sizes[0], dtype=torch.float64) * 3,
                              torch.tensor([1, 3]))
@@ -185,7 +179,7 @@ def test_span_training_is_full_training_with_that_noise(kind, monkeypatch):
     training (Opacus) whose weight noise is the span noise plus any noise orthogonal to it:
     the orthogonal part never reaches a score, so the score distribution is the same."""
     model = MLP((40, 3))
-    data = _data(12, 40, 3, seed=11)
+    data = records(12, 40, 3, seed=11)
     if kind == "input":
         canary = InputCanary(torch.randn(2, 40, dtype=torch.float64), torch.tensor([0, 2]))
     else:
@@ -237,7 +231,7 @@ def test_span_basis_is_refused_where_it_would_be_wrong():
 def test_float32_close_to_opacus(monkeypatch):
     """The default dtype agrees with Opacus in float32 within float tolerance."""
     model = MLP((30, 10))
-    data = _data(40, 30, 10, seed=2, dtype=torch.float32)
+    data = records(40, 30, 10, seed=2, dtype=torch.float32)
     canary = InputCanary(data.x[:2] * 2, torch.tensor([0, 9]))
     dp = DPConfig(steps=20, sampling_rate=0.25, noise_multiplier=1.0, clip=1.0, lr=0.1)
     res = train(model, data, canary, dp, seed=SEED, runs=[7], bits=[1], score_every=20,
@@ -247,18 +241,6 @@ def test_float32_close_to_opacus(monkeypatch):
         ref = _opacus_run(model, data, canary, dp, 7, 1, "zero", torch.float32, monkeypatch)
     for mine, theirs in zip(res.params, ref):
         np.testing.assert_allclose(mine[0], theirs.numpy(), rtol=1e-4, atol=1e-5)
-
-
-def test_canary_moves_the_score_the_right_way():
-    """Without noise, D's runs score above D''s (the estimator's convention)."""
-    model = MLP((16, 5))
-    data = _data(30, 16, 5, seed=3, dtype=torch.float32)
-    dp = DPConfig(steps=10, sampling_rate=1.0, noise_multiplier=0.0, clip=1.0, lr=0.5)
-    for canary in (GradientCanary.one_hot(model, 4, 1.0),
-                   InputCanary(torch.randn(2, 16), torch.tensor([2, 4]))):
-        res = train(model, data, canary, dp, seed=1, runs=[0, 1], bits=[1, 0],
-                    score_every=10, progress=False)
-        assert res.scores[-1, 0] > res.scores[-1, 1]
 
 
 # ---------------------------------------------------------------- determinism
@@ -271,7 +253,7 @@ WORKLOADS = {"image-head": IMAGE, "image-head-small-q": SAMPLED, "tabular-mlp": 
 
 def _workload(w, steps=3):
     model = MLP(w["sizes"])
-    data = _data(w["n"], w["sizes"][0], w["sizes"][-1], seed=4, dtype=torch.float32)
+    data = records(w["n"], w["sizes"][0], w["sizes"][-1], seed=4, dtype=torch.float32)
     canary = InputCanary(data.x[:2].clone() * 2, torch.tensor([0, 1]))
     dp = DPConfig(steps=steps, sampling_rate=w["q"], noise_multiplier=1.0, clip=1.0, lr=0.1,
                   optimizer="adam" if w is TABULAR else "sgd")
@@ -365,7 +347,7 @@ def test_noise_stream_is_the_same_in_blocks():
 
 def _small_mlp_scores(batching: str = "auto", device: str = "cpu", runs=range(20)) -> np.ndarray:
     model = MLP((20, 16, 3))
-    data = _data(200, 20, 3, seed=6, dtype=torch.float64)
+    data = records(200, 20, 3, seed=6, dtype=torch.float64)
     canary = InputCanary(data.x[:2].clone(), torch.tensor([0, 2]))
     dp = DPConfig(steps=8, sampling_rate=0.1, noise_multiplier=0.5, clip=1.0, lr=0.05,
                   optimizer="adam")
@@ -407,7 +389,7 @@ def test_dense_and_sampled_agree():
 
 def test_accuracy_and_observe():
     model = MLP((10, 3))
-    data = _data(300, 10, 3, seed=7, dtype=torch.float32)
+    data = records(300, 10, 3, seed=7, dtype=torch.float32)
     w = torch.randn(3, 10)
     data = Records(data.x, (data.x @ w.T).argmax(1))              # a learnable task
     seen = []
@@ -503,7 +485,7 @@ def test_cuda_equals_opacus_with_the_device_draws(monkeypatch):
     """On a GPU the masks and noise are drawn there; Opacus fed the same device draws ends
     at the same parameters, and a run's scores do not depend on its chunk."""
     model = MLP((12, 7, 4))
-    data = _data(24, 12, 4, seed=1)
+    data = records(24, 12, 4, seed=1)
     canary = InputCanary(torch.randn(2, 12, dtype=torch.float64) * 3, torch.tensor([1, 3]))
     dp = DPConfig(steps=6, sampling_rate=0.5, noise_multiplier=0.7, clip=1.5, lr=0.01,
                   optimizer="adam")
@@ -521,176 +503,12 @@ def test_cuda_equals_opacus_with_the_device_draws(monkeypatch):
     assert np.array_equal(chunk[:, [5]], _small_mlp_scores(device="cuda", runs=[5]))
 
 
-# ---------------------------------------------------------------- the canary protocol
-
-
-def test_a_score_other_than_the_canarys_own():
-    """An input canary scored on a parameter coordinate (a privacy-backdoor canary): the
-    score is theta_0[j] - theta_T[j] of each run, checked against its final parameters."""
-    model = MLP((6, 3))
-    data = _data(30, 6, 3, seed=4)
-    g = torch.Generator().manual_seed(9)
-    j = 5
-    e_j = torch.zeros(model.num_params, dtype=torch.float64)
-    e_j[j] = -1.0                                   # <u, theta_T - theta_0> with u = -e_j
-    canary = engine.InputCanary(torch.randn(2, 6, generator=g, dtype=torch.float64),
-                                torch.tensor([0, 2]), scored_by=engine.Projection(e_j))
-    init = [torch.randn(s, generator=g, dtype=torch.float64) for s in model.shapes]
-    dp = DPConfig(steps=5, sampling_rate=0.5, noise_multiplier=1.0, clip=1.0, lr=0.1)
-    runs = np.arange(8)
-    res = train(model, data, canary, dp, seed=1, runs=runs, bits=runs % 2, score_every=5,
-                init=init, dtype=torch.float64, keep_params=True, progress=False)
-    final = np.concatenate([p.reshape(8, -1) for p in res.params], axis=1)[:, j]
-    start = torch.cat([t.reshape(-1) for t in init])[j].item()
-    np.testing.assert_allclose(res.scores[-1], start - final, rtol=0, atol=1e-12)
-
-
-def test_two_canaries_per_run_with_a_bit_each():
-    """At q = 1 every record is in every batch, so a run with canaries A (bit a) and B
-    (bit b) trains on D + {A's record, B's record}: the same as one canary A with B's
-    record for bit b appended to the data (up to the order of the sum)."""
-    model = MLP((6, 3))
-    data = _data(30, 6, 3, seed=2)
-    g = torch.Generator().manual_seed(5)
-    a = engine.InputCanary(torch.randn(2, 6, generator=g, dtype=torch.float64), torch.tensor([0, 1]))
-    b = engine.InputCanary(torch.randn(2, 6, generator=g, dtype=torch.float64), torch.tensor([2, 0]))
-    dp = DPConfig(steps=4, sampling_rate=1.0, noise_multiplier=0.7, clip=1.0, lr=0.2,
-                  expected_batch_size=32.0)
-    runs = np.arange(16)
-    bits = np.stack([runs % 2, (runs // 2) % 2], axis=1)
-    pair = engine.InputCanaries(torch.stack([a.x, b.x]), torch.stack([a.y, b.y]))
-    both = train(model, data, pair, dp, seed=3, runs=runs, bits=bits,
-                 score_every=2, dtype=torch.float64, keep_params=True, progress=False)
-    assert both.scores.shape == (2, 16, 2) and both.bits.shape == (16, 2)
-    for bit_b in (0, 1):
-        rows = np.flatnonzero(bits[:, 1] == bit_b)
-        extra = Records(torch.cat([data.x, b.x[1 - bit_b][None]]),
-                        torch.cat([data.y, b.y[1 - bit_b][None]]))
-        one = train(model, extra, a, dp, seed=3, runs=runs[rows], bits=bits[rows, 0],
-                    score_every=2, dtype=torch.float64, keep_params=True, progress=False)
-        for p2, p1 in zip(both.params, one.params):
-            np.testing.assert_allclose(p2[rows], p1, rtol=1e-10, atol=1e-12)
-        np.testing.assert_allclose(both.scores[:, rows, 0], one.scores, rtol=1e-9, atol=1e-12)
-    with pytest.raises(ParameterError, match="one per run and canary"):
-        train(model, data, pair, dp, seed=3, runs=runs, bits=runs % 2,
-              score_every=2, progress=False)
-
-
-def test_one_hot_canaries_add_their_own_signed_coordinates():
-    """At q = 1 every canary is in every batch: m one-hot canaries of size C/m with bits b add
-    sum_i (2 b_i - 1)(C/m) e_(j_i) per step, the same as one GradientCanary of that vector
-    (norm <= C); scores are theta_0[j_i] - theta_T[j_i], read off the final parameters."""
-    model = MLP((6, 3))
-    data = _data(30, 6, 3, seed=4)
-    idx = torch.tensor([3, 17, 20])
-    m, clip = 3, 1.0
-    many = engine.OneHotCanaries(idx, clip / m, model.num_params)
-    dp = DPConfig(steps=4, sampling_rate=1.0, noise_multiplier=0.7, clip=clip, lr=0.2,
-                  expected_batch_size=33.0)
-    runs = np.arange(8)
-    bits = np.stack([(runs >> k) & 1 for k in range(m)], axis=1)
-    res = train(model, data, many, dp, seed=3, runs=runs, bits=bits, score_every=2, dtype=torch.float64,
-                keep_params=True, progress=False)
-    assert res.scores.shape == (2, 8, 3)
-    final = np.concatenate([p.reshape(8, -1) for p in res.params], axis=1)
-    np.testing.assert_allclose(res.scores[-1], -final[:, idx.numpy()], rtol=0, atol=1e-12)  # zero init
-    for r in runs:
-        g = torch.zeros(2, model.num_params, dtype=torch.float64)
-        g[0, idx] = torch.tensor((2.0 * bits[r] - 1) * clip / m)
-        g[1] = -g[0]
-        one = train(model, data, engine.GradientCanary(g), dp, seed=3, runs=[r], bits=[1], score_every=2,
-                    dtype=torch.float64, keep_params=True, progress=False)
-        for p_many, p_one in zip(res.params, one.params):
-            np.testing.assert_allclose(p_many[r], p_one[0], rtol=1e-10, atol=1e-13)
-    # the sparse columns are the support of the dense gradients
-    dense = many.gradients()
-    for i, (cols, values) in enumerate(many.gradient_columns()):
-        assert torch.equal(cols, torch.nonzero((dense[i] != 0).any(0))[:, 0])
-        assert torch.equal(values, dense[i][:, cols])
-
-
-@pytest.mark.parametrize(("index", "clip", "match"), [
-    (torch.tensor([1, 1]), 1.0, "distinct"),
-    (torch.tensor([0, 99]), 1.0, "coordinates in"),
-    (torch.tensor([0, 1]), 2.0, "clip"),
-])
-def test_one_hot_canaries_are_checked(index, clip, match):
-    model = MLP((6, 3))
-    dp = DPConfig(steps=2, sampling_rate=1.0, noise_multiplier=1.0, clip=1.0, lr=0.1)
-    with pytest.raises(ParameterError, match=match):
-        engine.OneHotCanaries(index, clip, model.num_params).check(model, dp)
-
-
-def test_log_odds_score_is_the_papers_code_statistic():
-    """LogOddsDifference: log(p/(1-p)) of each record's label (softmax), z minus z', from the
-    final parameters; the span basis gives the same score distribution's draws exactly."""
-    model = MLP((6, 3))
-    data = _data(30, 6, 3, seed=5)
-    g = torch.Generator().manual_seed(3)
-    x, y = torch.randn(2, 6, generator=g, dtype=torch.float64), torch.tensor([1, 2])
-    canary = engine.InputCanary(x, y, scored_by=engine.LogOddsDifference())
-    dp = DPConfig(steps=4, sampling_rate=0.5, noise_multiplier=1.0, clip=1.0, lr=0.3)
-    runs = np.arange(8)
-    res = train(model, data, canary, dp, seed=2, runs=runs, bits=runs % 2, score_every=4,
-                init="random", dtype=torch.float64, keep_params=True, progress=False)
-    w, b = torch.from_numpy(res.params[0]), torch.from_numpy(res.params[1])
-    p = torch.softmax(torch.einsum("rkd,nd->rnk", w, x) + b[:, None, :], dim=-1)
-    py = p[:, [0, 1], y]
-    odds = torch.log(py) - torch.log1p(-py)
-    np.testing.assert_allclose(res.scores[-1], (odds[:, 0] - odds[:, 1]).numpy(), rtol=0, atol=1e-10)
-    sgd = DPConfig(steps=4, sampling_rate=0.5, noise_multiplier=1.0, clip=1.0, lr=0.3)
-    full = train(model, data, canary, sgd, seed=2, runs=runs, bits=runs % 2, score_every=4,
-                 init="zero", dtype=torch.float64, basis="full", progress=False)
-    span = train(model, data, canary, sgd, seed=2, runs=runs, bits=runs % 2, score_every=4,
-                 init="zero", dtype=torch.float64, basis="span", progress=False)
-    assert np.all(np.isfinite(span.scores)) and span.scores.shape == full.scores.shape
-
-
-def test_canary_with_its_own_sampling_rate():
-    """At rate 1 the canary is in every batch: with no noise and a feature no record uses,
-    its coordinate moves by lr C / (q (n + 1)) every step; at the data's own rate the runs
-    are bitwise those of the default."""
-    n, d, k = 20, 5, 3
-    data = _data(n, d, k, seed=6)
-    data = Records(torch.cat([data.x[:, :4], torch.zeros(n, 1, dtype=torch.float64)], 1), data.y)
-    model = MLP((d, k))
-    j = 4                                                       # weight[0, 4]: feature 4
-    canary = GradientCanary.one_hot(model, j, 1.0)
-    runs = np.arange(16)
-    base = dict(steps=6, sampling_rate=0.25, noise_multiplier=0.0, clip=1.0, lr=0.1)
-    every = train(model, data, canary, DPConfig(**base, canary_sampling_rate=1.0), seed=3,
-                  runs=runs, bits=runs % 2, score_every=6, dtype=torch.float64, progress=False)
-    step = 0.1 * 1.0 / (0.25 * (n + 1))
-    np.testing.assert_allclose(every.scores[-1], np.where(runs % 2 == 1, 6 * step, -6 * step),
-                               rtol=1e-12)
-    default = train(model, data, canary, DPConfig(**base), seed=3, runs=runs, bits=runs % 2,
-                    score_every=6, dtype=torch.float64, progress=False)
-    same = train(model, data, canary, DPConfig(**base, canary_sampling_rate=0.25), seed=3,
-                 runs=runs, bits=runs % 2, score_every=6, dtype=torch.float64, progress=False)
-    assert np.array_equal(default.scores, same.scores)
-    assert not np.allclose(default.scores, every.scores)
-    with pytest.raises(ParameterError, match="canary_sampling_rate"):
-        DPConfig(**base, canary_sampling_rate=1.5)
-
-
-def test_offsets_split_flat_params():
-    """MLP.offsets cut the flat (R, P) parameters back into each tensor, in order."""
-    from subaudit.engine import flat_params
-
-    model = MLP((7, 5, 3))
-    params = init_params(model, RunStreams.for_runs(3, range(2)), "random", torch.float64)
-    flat, offsets = flat_params(params), model.offsets
-    assert offsets.tolist() == [0, 35, 40, 55, 58] and offsets[-1] == model.num_params
-    for p, lo, hi in zip(params, offsets[:-1], offsets[1:]):
-        assert torch.equal(flat[:, lo:hi].reshape(p.shape), p)
-
-
 def test_runs_on_d_are_trained_once_for_several_substitutes_of_one_target():
     """``also``: with every run on D (bit 1), each substitute's scores are those of training
     with that canary alone (the runs never see z'), in full and, with all canaries in the basis,
     in the span; a bit 0 or another target z is refused."""
     model = MLP((30, 3))
-    data = _data(10, 30, 3, seed=4)
+    data = records(10, 30, 3, seed=4)
     g = torch.Generator().manual_seed(8)
     z = torch.randn(30, generator=g, dtype=torch.float64)
     pairs = [InputCanary(torch.stack([z, torch.randn(30, generator=g, dtype=torch.float64)]),

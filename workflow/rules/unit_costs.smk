@@ -8,6 +8,7 @@ UNIT_COSTS_BACKBONES = sorted({e["backbone"] for e in EXPERIMENTS.values()} - {"
 UNIT_COSTS_DEEP = config["deep"]["source"] is not None
 # Opacus' rate is measured at the batch the model's CPU rate was measured at (costs.NETWORK_COSTS)
 UNIT_COSTS_NETWORK_BATCH = 32
+UNIT_COSTS_NETWORK = config["deep"]["network"] if UNIT_COSTS_DEEP else None
 
 
 rule unit_costs:
@@ -19,7 +20,7 @@ rule unit_costs:
         backbones=UNIT_COSTS_BACKBONES,
         proxy_network=config["deep"]["metagradient"]["network"]
         if UNIT_COSTS_DEEP and "metagradient" in config["deep"]["kinds"] else None,
-        network=config["deep"]["network"] if UNIT_COSTS_DEEP else None,
+        network=UNIT_COSTS_NETWORK,
         network_shape=list(SOURCES[config["deep"]["source"]].shape) if UNIT_COSTS_DEEP else None,
         network_batch=UNIT_COSTS_NETWORK_BATCH,
         device=NAT["device"],
@@ -29,8 +30,7 @@ rule unit_costs:
     benchmark:
         "logs/benchmarks/unit_costs.tsv"
     resources:
-        **requests(costs.unit_costs_job_resources(config["deep"]["network"] if UNIT_COSTS_DEEP else None,
-                                            UNIT_COSTS_NETWORK_BATCH)),
+        **requests(costs.unit_costs_job_resources(UNIT_COSTS_NETWORK, UNIT_COSTS_NETWORK_BATCH)),
         gpu=GPUS,
     conda:
         "../envs/subaudit.yaml"

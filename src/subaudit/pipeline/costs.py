@@ -343,4 +343,3 @@ def unit_costs_job_resources(network: str | None, batch: int = 32) -> dict[str, 
     input (Opacus' rate is measured there); it writes a small JSON."""
     held = 0.0 if network is None else batch * BYTES_PER_EXAMPLE_PARAMETER * NETWORK_COSTS[network].parameters / 2**20
     return job_request(UNIT_COSTS_S, BASE_MEMORY_MB + held)
-

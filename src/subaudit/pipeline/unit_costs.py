@@ -50,6 +50,7 @@ class UnitCost:
         return self.measured_s / self.modelled_s
 
     def to_dict(self) -> dict[str, Any]:
+        """Its fields and ratio, as the ``unit_costs`` job writes them."""
         return {**asdict(self), "ratio": self.ratio}
 
 
