@@ -317,7 +317,7 @@ def test_one_thread_cpu_chunks_fit_the_cache():
 _THREADS_SCRIPT = """
 import sys, numpy as np, torch
 torch.set_num_threads(int(sys.argv[1]))
-sys.path.insert(0, sys.argv[2])
+sys.path[:0] = [sys.argv[2], sys.argv[2] + "/.."]   # this file, and tests/ for conftest
 import test_training as t
 np.save(sys.argv[3], t._scores(t.WORKLOADS[sys.argv[4]], np.arange(40)))
 """
