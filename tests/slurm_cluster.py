@@ -16,6 +16,8 @@ import pytest
 BIN = Path(sys.executable).parent
 JOBCOMP = Path(os.environ.get("SUBAUDIT_SLURM_STATE", "/var/tmp/subaudit-slurm")) / "jobcomp.log"
 SUBMITTED = re.compile(r"submitted with SLURM jobid (\d+)")
+#: (SLURM job id, rule or group) of each submission in Snakemake's output
+SUBMITTED_RULE = re.compile(r"submitted with SLURM jobid (\d+) \(log: \S*/slurm_logs/(?:rule|group)_(\w+?)/")
 
 
 @pytest.fixture(scope="module")

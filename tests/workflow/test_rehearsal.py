@@ -10,9 +10,9 @@ must be retried, then stop the run naming the job and its log, and the cluster's
 equal a local run's in other shards bit for bit. The cost model's per-unit costs, measured on
 the cluster's node by the `unit_costs` job submitted with the rehearsal, must agree with the
 model (the rehearsal's own jobs are start-up, not units of work); it is submitted beside the
-persistent failure's retries, whose waits leave the node's cores free. Needs root to start the cluster; CI sets
-SUBAUDIT_REQUIRE_SLURM=1 so that a cluster that cannot start fails the run instead of skipping
-it. (test_slurm.py keeps the stress test: hundreds of shard jobs, `pytest -m stress`.)
+persistent failure's retries, whose waits leave the node's cores free. Needs root to start the
+cluster; CI sets SUBAUDIT_REQUIRE_SLURM=1 so that a cluster that cannot start fails the run
+instead of skipping it. (test_slurm.py keeps the stress test: hundreds of shard jobs, `pytest -m stress`.)
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ import numpy as np
 import pytest
 
 from conftest import job_counts, jobs_over_requests
-from slurm_cluster import BIN, SUBMITTED, check_gpu_requests, check_went_through_sbatch, jobcomp, profile_run
+from slurm_cluster import (BIN, SUBMITTED, SUBMITTED_RULE, check_gpu_requests, check_went_through_sbatch, jobcomp,
+                           profile_run)
 
 pytestmark = [pytest.mark.slow, pytest.mark.slurm]
 
@@ -42,8 +43,6 @@ GROUPING = {"SUBAUDIT_SLURM_AUDITS_PER_JOB": "9", "SUBAUDIT_SLURM_PREPARE_PER_JO
 SETTING = "S3_q0.25_C5_T4_k2_lr0.0018_eps10"
 CANARY = "results/natural/tabular/canaries/S3_q0.25_T4_k2_lr0.0018.npz"
 SCORES = f"results/natural/tabular/scores/{SETTING}_R32_rep0.npz"
-# (SLURM job id, rule) of each submission in Snakemake's output
-SUBMITTED_RULE = re.compile(r"submitted with SLURM jobid (\d+) \(log: \S*/slurm_logs/(?:rule|group)_(\w+?)/")
 
 
 def submit(wd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:

@@ -37,12 +37,12 @@ from subaudit.validation import check_choice
 
 __all__ = ["ACCOUNTANT_EVALUATION_S", "BASE_MEMORY_MB", "BYTES_PER_EXAMPLE_PARAMETER", "CALIBRATION_EVALUATIONS",
            "CANARY_RECORD_BYTES", "ENGINE_COSTS", "FORWARD_BATCH", "FORWARD_VALUES_PER_INPUT", "NETWORK_COSTS",
-           "NETWORK_NAMES", "PROCESS_MEMORY_MB", "S1_RUN_STEP_S", "SPAN_BELOW", "SPAN_EXTRA_ROWS",
-           "UNIT_COSTS_S", "UNROLL_MEMORY_MARGIN", "EngineCost", "NetworkCost", "accountant_evaluation_seconds",
+           "NETWORK_NAMES", "PROCESS_MEMORY_MB", "S1_RUN_STEP_S", "SPAN_BELOW", "SPAN_EXTRA_ROWS", "UNIT_COSTS_S",
+           "UNROLL_MEMORY_MARGIN", "EngineCost", "NetworkCost", "accountant_evaluation_seconds", "backbone_seconds",
            "accounting_job_resources", "audit_job_resources", "canaries_job_resources", "craft_job_resources",
-           "features_job_resources", "model_parameters", "model_step_seconds", "pretrain_job_resources",
-           "reference_job_resources", "scores_bytes", "simulate_s1_job_resources", "trained_parameters",
-           "training_job_resources", "unit_costs_job_resources"]
+           "features_job_resources", "metastep_seconds", "model_parameters", "model_step_seconds", "network_rate",
+           "pretrain_job_resources", "reference_job_resources", "s1_seconds", "scores_bytes",
+           "simulate_s1_job_resources", "trained_parameters", "training_job_resources", "unit_costs_job_resources"]
 
 
 @dataclass(frozen=True)
@@ -141,6 +141,14 @@ def reference_job_resources(sizes: Sequence[int], records: int, q: float, steps:
 FORWARD_BATCH, FORWARD_VALUES_PER_INPUT = 64, 16
 
 
+def backbone_seconds(backbone: str, records: int, resolution: int, device: str) -> float:
+    """Modelled seconds of ``records`` records through ``backbone`` at ``resolution`` on
+    ``device``: their multiply-accumulates at its measured CPU rate (one thread) or, on a GPU, at
+    the assumed :data:`~subaudit.job_requests.UNMEASURED_GPU_MACS_PER_S`."""
+    bb = BACKBONES[backbone]
+    return records * bb.macs_at(resolution) / (bb.cpu_macs_per_s if device == "cpu" else UNMEASURED_GPU_MACS_PER_S)
+
+
 def features_job_resources(backbone: str, records: int, resolution: int, device: str,
                            record_values: int) -> dict[str, int]:
     """Feature extraction of ``records`` records (``features``) by ``backbone`` (``"none"``:
@@ -155,10 +163,10 @@ def features_job_resources(backbone: str, records: int, resolution: int, device:
         return job_request(0.0, PROCESS_MEMORY_MB + 2 * _values_mb(records * record_values),
                            4 * records * record_values)
     bb = BACKBONES[backbone]
-    rate = bb.cpu_macs_per_s if device == "cpu" else UNMEASURED_GPU_MACS_PER_S
     held = 2 * (bb.parameters + records * (bb.dim + record_values))
     working = FORWARD_BATCH * FORWARD_VALUES_PER_INPUT * bb.input_values(resolution)
-    return job_request(records * bb.macs_at(resolution) / rate, PROCESS_MEMORY_MB + _values_mb(held + working),
+    return job_request(backbone_seconds(backbone, records, resolution, device),
+                       PROCESS_MEMORY_MB + _values_mb(held + working),
                        4 * records * bb.dim)
 
 
@@ -210,6 +218,13 @@ def accounting_job_resources(q: float, steps: int, calibrations: int, evaluation
 S1_RUN_STEP_S = 5e-8
 
 
+def s1_seconds(audits: int, runs_per_world: int, checkpoints: Sequence[int], q: float) -> float:
+    """Modelled seconds of ``audits`` S1 simulations of 2 x ``runs_per_world`` runs: each run
+    the sum of its checkpoints in run-steps at sample rate ``q`` < 1 (one a checkpoint at q = 1)
+    at :data:`S1_RUN_STEP_S`."""
+    return audits * 2 * runs_per_world * sum(int(t) if q < 1 else 1 for t in checkpoints) * S1_RUN_STEP_S
+
+
 def simulate_s1_job_resources(audits: int, runs_per_world: int, checkpoints: Sequence[int],
                               q: float) -> dict[str, int]:
     """``simulate_s1``: ``audits`` simulations (targets x repeats) of 2 x ``runs_per_world`` runs
@@ -217,8 +232,8 @@ def simulate_s1_job_resources(audits: int, runs_per_world: int, checkpoints: Seq
     at q = 1) at :data:`S1_RUN_STEP_S`; memory: every run's score at every checkpoint (float64)
     and the paths, besides the process; it writes those scores."""
     runs = 2 * runs_per_world
-    seconds = audits * runs * sum(int(t) if q < 1 else 1 for t in checkpoints) * S1_RUN_STEP_S
-    return job_request(seconds, PROCESS_MEMORY_MB + 8 * runs * (audits * len(checkpoints) + 4) / 2**20,
+    return job_request(s1_seconds(audits, runs_per_world, checkpoints, q),
+                       PROCESS_MEMORY_MB + 8 * runs * (audits * len(checkpoints) + 4) / 2**20,
                        audits * scores_bytes(runs, len(checkpoints)))
 
 
@@ -255,6 +270,13 @@ BYTES_PER_EXAMPLE_PARAMETER, BASE_MEMORY_MB = 12, 3_000
 CANARY_RECORD_BYTES = 4 * 8 + 9
 
 
+def network_rate(network: str, device: str, shape: tuple[int, ...]) -> float:
+    """Examples per second of Opacus' DP-SGD of ``network`` on ``device`` (cpu, or any GPU)
+    for images of ``shape``: its measured rate scaled by the input's values."""
+    cost = NETWORK_COSTS[network]
+    return cost.rate["cpu" if device == "cpu" else "cuda"] * cost.pixels / math.prod(shape)
+
+
 def _training_job(deep: Mapping[str, Any], device: str, shape: tuple[int, ...], examples: int,
                   in_memory: int, out_bytes: float) -> dict[str, int]:
     """``runtime`` and ``mem_mb`` of a job that trains the deep phase's network on ``examples``
@@ -266,7 +288,7 @@ def _training_job(deep: Mapping[str, Any], device: str, shape: tuple[int, ...], 
     cost = NETWORK_COSTS[deep["network"]]
     pixels = math.prod(shape)
     kind = "cpu" if device == "cpu" else "cuda"
-    rate = cost.rate[kind] * cost.pixels / pixels
+    rate = network_rate(deep["network"], device, shape)
     per_example = BYTES_PER_EXAMPLE_PARAMETER * cost.parameters * pixels / cost.pixels
     held = in_memory * per_example / 2**20 if kind == "cpu" else 0
     return job_request(examples / rate, BASE_MEMORY_MB + held, out_bytes)
@@ -305,6 +327,18 @@ def pretrain_job_resources(deep: Mapping[str, Any], device: str, shape: tuple[in
 UNROLL_MEMORY_MARGIN = 1.25
 
 
+def metastep_seconds(network: str, image: tuple[int, int, int], width: int, steps: int, batch: int,
+                     device: str) -> float:
+    """Modelled seconds of one metastep of the proxy ``network`` of ``width`` (``steps`` inner
+    steps of ``batch`` images of shape ``image``, C x H x W) on ``device``: its forward
+    multiply-accumulates at its measured CPU rate or the assumed GPU one."""
+    from subaudit.scenarios.canary_optimisation import PROXY_NETWORKS
+
+    net = PROXY_NETWORKS[network]
+    rate = net.macs_per_second if device == "cpu" else UNMEASURED_GPU_MACS_PER_S
+    return steps * batch * net.macs(image, width) / rate
+
+
 def canaries_job_resources(deep: Mapping[str, Any], shape: tuple[int, ...], device: str) -> dict[str, int]:
     """The requests of the job that makes the input canary kinds (``deep_canaries``) for images
     of ``shape`` (H, W[, C]) on ``device``: with the metagradient kind, its ``metasteps`` at the
@@ -326,8 +360,7 @@ def canaries_job_resources(deep: Mapping[str, Any], shape: tuple[int, ...], devi
     image = (shape[2] if len(shape) == 3 else 1, shape[0], shape[1])
     width, steps, batch = int(meta["width"]), int(meta["steps"]), int(meta["batch"])
     unroll = steps * batch * net.activations(image, width) * net.unroll_bytes
-    rate = net.macs_per_second if device == "cpu" else UNMEASURED_GPU_MACS_PER_S
-    seconds = int(meta["metasteps"]) * steps * batch * net.macs(image, width) / rate
+    seconds = int(meta["metasteps"]) * metastep_seconds(meta["network"], image, width, steps, batch, device)
     host = UNROLL_MEMORY_MARGIN * unroll / 2**20 if device == "cpu" else 0
     return job_request(seconds, BASE_MEMORY_MB + host, pairs)
 

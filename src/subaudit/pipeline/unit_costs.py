@@ -16,7 +16,6 @@ Only what can be measured in this process is here; Opacus' rate is measured by
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -110,8 +109,8 @@ def s1(q: float, steps: int, runs_per_world: int) -> UnitCost:
 
     with fixed_threads(1):
         seconds = _best(lambda: simulate_s1(1.0, q, steps, runs_per_world, seed=0, checkpoints=[steps]))
-    per_run_step = costs.S1_RUN_STEP_S * 2 * runs_per_world * (steps if q < 1 else 1)
-    return UnitCost("S1_RUN_STEP_S", f"q={q:g} T={steps}, {2 * runs_per_world} runs", per_run_step, seconds)
+    return UnitCost("S1_RUN_STEP_S", f"q={q:g} T={steps}, {2 * runs_per_world} runs",
+                    costs.s1_seconds(1, runs_per_world, [steps], q), seconds)
 
 
 def backbone(name: str, resolution: int, records: int) -> UnitCost:
@@ -140,7 +139,7 @@ def backbone(name: str, resolution: int, records: int) -> UnitCost:
             seconds = _best(lambda: model.encode(sentences, batch_size=records))
     return UnitCost("Backbone.cpu_macs_per_s", f"{name}, {records} records at {resolution} px"
                     if bb.family == "image" else f"{name}, {records} sentences",
-                    records * bb.macs_at(resolution) / bb.cpu_macs_per_s, seconds)
+                    costs.backbone_seconds(name, records, resolution, "cpu"), seconds)
 
 
 def proxy(name: str, image: tuple[int, int, int], width: int, batch: int, steps: int) -> UnitCost:
@@ -153,9 +152,8 @@ def proxy(name: str, image: tuple[int, int, int], width: int, batch: int, steps:
     import torch
 
     from subaudit.devices import fixed_threads
-    from subaudit.scenarios.canary_optimisation import PROXY_NETWORKS, Proxy, metagradient
+    from subaudit.scenarios.canary_optimisation import Proxy, metagradient
 
-    net = PROXY_NETWORKS[name]
     p = Proxy(width=width, steps=steps, batch=batch, base=batch, network=name)
     g = torch.Generator().manual_seed(0)
     x, y = torch.rand(8, *image, generator=g), torch.randint(0, 10, (8,), generator=g)
@@ -163,7 +161,7 @@ def proxy(name: str, image: tuple[int, int, int], width: int, batch: int, steps:
     with fixed_threads(1):
         seconds = _best(lambda: metagradient(x, y, bx, by, classes=10, proxy=p, seed=0, step=0), repeats=1)
     return UnitCost("ProxyNetwork.macs_per_second", f"{name} width {width}, {steps} steps of {batch}",
-                    steps * batch * net.macs(image, width) / net.macs_per_second, seconds)
+                    costs.metastep_seconds(name, image, width, steps, batch, "cpu"), seconds)
 
 
 def network(name: str, shape: tuple[int, ...], batch: int, examples_per_s: float, device: str = "cpu"
@@ -172,8 +170,7 @@ def network(name: str, shape: tuple[int, ...], batch: int, examples_per_s: float
     at ``batch`` images of ``shape`` ((H, W) grey or (H, W, C), as a source gives it), as
     measured (``examples_per_s``, by :func:`subaudit.integrations.deep.training_rate`), beside
     the model's rate for the same images."""
-    cost = costs.NETWORK_COSTS[name]
-    rate = cost.rate["cpu" if device == "cpu" else "cuda"] * cost.pixels / math.prod(shape)
+    rate = costs.network_rate(name, device, shape)
     return UnitCost("NETWORK_COSTS", f"{name} (Opacus), batch {batch} of {'x'.join(map(str, shape))}",
                     batch / rate, batch / examples_per_s, device)
 
