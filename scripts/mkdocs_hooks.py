@@ -380,7 +380,8 @@ LIMIT_COUNTS = (100, 1_000, 10_000, 100_000)
 def render_one_run_limits(delta: float = 1e-5, alpha: float = 0.05) -> str:
     """Perfect guessing of m canaries, per m: the limit of any valid test (k = 2 and 16), and
     what the two procedures report from it with their search over guess counts."""
-    from subaudit.estimation.one_run import default_guess_grid, perfect_guess_limit
+    from subaudit.estimation.guesses import default_guess_grid
+    from subaudit.estimation.one_run import perfect_guess_limit
     from subaudit.estimation.procedures import perfect_epsilon
 
     rows = [(f"{m:,}", perfect_guess_limit(m, delta, alpha), perfect_guess_limit(m, delta, alpha, 16),

@@ -183,6 +183,37 @@ def test_no_module_reads_another_modules_private_names():
     assert not bad, "\n".join(bad)
 
 
+def _module_aliases(tree: ast.AST) -> dict[str, str]:
+    """Name -> the subaudit module it stands for, of a file's imports (``import subaudit.x.y as
+    a``, ``from subaudit.x import y``)."""
+    out = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {a.asname: a.name for a in node.names if a.name.startswith("subaudit.") and a.asname}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("subaudit"):
+            out |= {a.asname or a.name: f"{node.module}.{a.name}" for a in node.names if a.name[0].islower()}
+    return out
+
+
+def test_a_test_reads_private_names_only_of_the_module_it_tests():
+    """``tests/X/test_Y.py`` tests ``subaudit.X.Y`` (``tests/X/test_init.py`` the package
+    ``subaudit.X``): it may read that module's private helpers (white-box checks of its
+    internals), never another module's, whose internals it does not own."""
+    bad = []
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        rel = path.relative_to(ROOT / "tests")
+        stem = rel.stem.removeprefix("test_")
+        mine = ".".join(["subaudit", *rel.parts[:-1], *([] if stem == "init" else [stem])])
+        tree = ast.parse(path.read_text())
+        aliases = _module_aliases(tree)
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
+                    and node.attr.startswith("_") and not node.attr.startswith("__")
+                    and aliases[node.value.id] != mine):
+                bad.append(f"tests/{rel}:{node.lineno}: {aliases[node.value.id]}.{node.attr}")
+    assert not bad, "\n".join(bad)
+
+
 def test_every_package_says_what_it_owns_and_may_import():
     for init in sorted(SRC.rglob("__init__.py")):
         doc = ast.get_docstring(ast.parse(init.read_text())) or ""

@@ -27,7 +27,7 @@ DELTA = 1e-5
 
 @pytest.mark.parametrize("mu", [0.0, 0.4, 1.0, 2.5, 5.0])
 def test_binormal_auc_moments_against_scipy_and_integration(mu):
-    a, sd = auc_estimator._binormal_auc_moments(np.array(mu), 30, 50)
+    a, sd = auc_estimator.binormal_auc_moments(np.array(mu), 30, 50)
     h = mu / math.sqrt(2)
     assert a == pytest.approx(stats.norm.cdf(h), rel=1e-14)
     # P(two positives beat one negative) by numerical integration over the negative's score
@@ -43,7 +43,7 @@ def test_binormal_auc_sd_is_the_mann_whitney_sd_by_simulation():
     for mu, n_pos, n_neg in [(0.0, 20, 40), (1.0, 30, 30), (2.0, 15, 60)]:
         aucs = np.array([mann_whitney_auc(rng.normal(mu, 1, n_pos), rng.normal(0, 1, n_neg), 0.0)
                          for _ in range(20_000)])
-        a, sd = auc_estimator._binormal_auc_moments(np.array(mu), n_pos, n_neg)
+        a, sd = auc_estimator.binormal_auc_moments(np.array(mu), n_pos, n_neg)
         assert aucs.mean() == pytest.approx(a, abs=4 * sd / math.sqrt(20_000))
         assert aucs.std() == pytest.approx(sd, rel=0.03)
 
@@ -51,13 +51,13 @@ def test_binormal_auc_sd_is_the_mann_whitney_sd_by_simulation():
 def test_auc_mu_is_the_first_mu_the_test_does_not_reject():
     z = stats.norm.isf(0.04)
     for auc, n_pos, n_neg in [(0.8, 500, 500), (0.97, 1000, 200), (1.0, 50, 50)]:
-        mu = auc_estimator._auc_mu(auc, n_pos, n_neg, 0.04)
-        a, sd = auc_estimator._binormal_auc_moments(np.array(mu), n_pos, n_neg)
+        mu = auc_estimator.auc_mu_lower(auc, n_pos, n_neg, 0.04)
+        a, sd = auc_estimator.binormal_auc_moments(np.array(mu), n_pos, n_neg)
         assert a + z * sd == pytest.approx(auc, abs=1e-10)
         grid = np.linspace(0, mu, 200)[:-1]
-        a, sd = auc_estimator._binormal_auc_moments(grid, n_pos, n_neg)
+        a, sd = auc_estimator.binormal_auc_moments(grid, n_pos, n_neg)
         assert np.all(a + z * sd < auc)  # every smaller mu is rejected
-    assert auc_estimator._auc_mu(0.5, 100, 100, 0.04) == 0.0  # no evidence: not even mu = 0 is rejected
+    assert auc_estimator.auc_mu_lower(0.5, 100, 100, 0.04) == 0.0  # no evidence: not even mu = 0 is rejected
 
 
 def test_tail_ranks_and_bounds_by_hand():
@@ -66,7 +66,7 @@ def test_tail_ranks_and_bounds_by_hand():
     assert auc_estimator.tail_ranks(25_000).tolist() == [2 ** j for j in range(12)]
     neg = np.arange(16.0)                      # 15 is the highest, 14 the 2nd
     pos = np.array([15.5, 14.5, 14.0, 3.0, 20.0])
-    thr, fp, fn, fpr_ub, fnr_ub, mu = auc_estimator._tail_bounds(pos, neg, 0.01)
+    thr, fp, fn, fpr_ub, fnr_ub, mu = auc_estimator.tail_bounds(pos, neg, 0.01)
     assert thr.tolist() == [15.0, 14.0] and fp.tolist() == [0, 1]
     assert fn.tolist() == [3, 2]  # predict D iff score > threshold: the D run tied at 14.0 is a false negative
     level = 0.01 / 4
@@ -95,14 +95,14 @@ def test_auc_estimate_details_and_tail_component():
     r = estimate_epsilon(np.r_[pos, neg], np.r_[np.ones(400), np.zeros(400)], DELTA)
     assert r.component == "auc" and r.mu == r.mu_auc > r.mu_tail
     assert r.auc_strict == np.mean(pos[:, None] > neg[None, :])
-    assert r.mu_auc == auc_estimator._auc_mu(r.auc_strict, 400, 400, 0.05 * (1 - auc_estimator.TAIL_SHARE))
+    assert r.mu_auc == auc_estimator.auc_mu_lower(r.auc_strict, 400, 400, 0.05 * (1 - auc_estimator.TAIL_SHARE))
     # A canary that acts in 8% of runs, strongly: the AUC barely moves, the top threshold sees it.
     pos = np.r_[rng.normal(0.0, 1.0, 920), rng.normal(50.0, 1.0, 80)]
     neg = rng.normal(0.0, 1.0, 1000)
     r = estimate_epsilon(np.r_[pos, neg], np.r_[np.ones(1000), np.zeros(1000)], DELTA)
     assert r.component == "tail" and r.false_positives == 0 and r.threshold == neg.max()
     assert r.mu == r.mu_tail > r.mu_auc
-    _, _, _, fpr_ub, fnr_ub, _ = auc_estimator._tail_bounds(pos, neg, 0.05 * auc_estimator.TAIL_SHARE)
+    _, _, _, fpr_ub, fnr_ub, _ = auc_estimator.tail_bounds(pos, neg, 0.05 * auc_estimator.TAIL_SHARE)
     assert r.mu == pytest.approx(mu_lower(fpr_ub[0], fnr_ub[0]))
 
 

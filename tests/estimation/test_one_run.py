@@ -11,13 +11,12 @@ import pytest
 from scipy import integrate, optimize, special, stats
 
 from subaudit.estimation import one_run
+from subaudit.estimation.guesses import GuessSearch, default_guess_grid, guesses_from_scores
 from subaudit.estimation.one_run import (
     ONE_RUN_METHODS,
     best_one_run_epsilon,
-    default_guess_grid,
     fdp_epsilon,
-    guesses_from_scores,
-    kary_guesses_from_scores,
+    one_run_epsilon,
     steinke_epsilon,
     steinke_p_value,
 )
@@ -280,44 +279,6 @@ def test_parameter_errors_specific():
 # guesses from scores and the search over guess counts
 # ---------------------------------------------------------------------------
 
-def test_guesses_from_scores_hand_example():
-    #          0     1     2     3     4     5
-    scores = [0.9, 0.1, 0.8, 0.3, 0.5, 0.2]
-    inserted = np.array([True, False, False, False, True, True])
-    # ranking, highest first: 0 (in), 2 (out), 4 (in), 3 (out), 5 (in), 1 (out)
-    assert guesses_from_scores(scores, inserted, 0) == (0, 0)
-    assert guesses_from_scores(scores, inserted, 2) == (2, 2)  # + on 0 (right), - on 1 (right)
-    assert guesses_from_scores(scores, inserted, 3) == (3, 2)  # + on 0, 2 (1 right), - on 1 (right)
-    assert guesses_from_scores(scores, inserted, 4) == (4, 2)  # + on 0, 2; - on 1, 5 (in: wrong)
-    assert guesses_from_scores(scores, inserted, 6) == (6, 4)
-    assert guesses_from_scores(scores, inserted, 3, one_sided=True) == (3, 2)  # 0, 2, 4
-    assert guesses_from_scores(scores, inserted, 1, one_sided=True) == (1, 1)
-    # ties broken by index, not by the labels: + on canary 0 (out), - on canary 3 (in)
-    assert guesses_from_scores([1.0, 1.0, 1.0, 1.0], np.array([False, True, False, True]), 2) == (2, 0)
-    assert guesses_from_scores([1.0, 1.0, 1.0, 1.0], np.array([True, False, False, False]), 2) == (2, 2)
-    with pytest.raises(ParameterError) as err:
-        guesses_from_scores(scores, inserted, 7)
-    assert err.value.name == "guesses"
-    with pytest.raises(ParameterError) as err:
-        guesses_from_scores(scores, [1, 0, 0, 0, 1, 1], 2)
-    assert err.value.name == "inserted"
-    with pytest.raises(ParameterError) as err:
-        guesses_from_scores([0.1, float("nan")], np.array([True, False]), 1)
-    assert err.value.name == "scores"
-
-
-def test_kary_guesses_from_scores_hand_example():
-    scores = np.array([[0.9, 0.0, 0.1],   # guess 0, margin 0.8, truth 0: right
-                       [0.2, 0.3, 0.1],   # guess 1, margin 0.1, truth 2: wrong
-                       [0.0, 0.1, 0.8],   # guess 2, margin 0.7, truth 1: wrong
-                       [0.5, 0.6, 0.0]])  # guess 1, margin 0.1, truth 1: right (a high top score, a close second)
-    truth = np.array([0, 2, 1, 1])
-    assert kary_guesses_from_scores(scores, truth, 1) == (1, 1)
-    assert kary_guesses_from_scores(scores, truth, 2) == (2, 1)
-    assert kary_guesses_from_scores(scores, truth, 3) == (3, 1)   # the tie at 0.1 by index: row 1
-    assert kary_guesses_from_scores(scores, truth, 4) == (4, 2)
-
-
 def test_best_one_run_is_bonferroni_max_over_grid():
     rng = np.random.default_rng(0)
     m = 2000
@@ -329,11 +290,25 @@ def test_best_one_run_is_bonferroni_max_over_grid():
         manual = max(ONE_RUN_METHODS[method](m, *guesses_from_scores(scores, inserted, r), 1e-5, 0.05 / len(grid))
                      for r in grid)
         corrected = best_one_run_epsilon(scores, inserted, 1e-5, 0.05, method)
-        uncorrected = best_one_run_epsilon(scores, inserted, 1e-5, 0.05, method, bonferroni=False)
+        uncorrected = best_one_run_epsilon(scores, inserted, 1e-5, 0.05, method, search=GuessSearch(bonferroni=False))
         assert corrected == pytest.approx(manual, abs=1e-12)
         assert 0 < corrected < uncorrected
-        one_sided = best_one_run_epsilon(scores, inserted, 1e-5, 0.05, method, one_sided=True)
+        one_sided = best_one_run_epsilon(scores, inserted, 1e-5, 0.05, method, rule="top")
         assert one_sided > 0 and one_sided != corrected
+        manual = max(ONE_RUN_METHODS[method](m, *guesses_from_scores(scores, inserted, r, one_sided=True), 1e-5, 0.05)
+                     for r in (5, 50, 500))
+        assert best_one_run_epsilon(scores, inserted, 1e-5, 0.05, method, rule="top",
+                                    search=GuessSearch(grid=(500, 5, 50), bonferroni=False)) == manual
+
+
+def test_one_run_epsilon_is_the_methods_bound_and_checks_the_combination():
+    assert one_run_epsilon(1000, 1000, 800, 1e-5, 0.05, "steinke") == steinke_epsilon(1000, 1000, 800, 1e-5, 0.05)
+    assert one_run_epsilon(1000, 600, 500, 1e-5, 0.05, "mahloujifar", 3, family="gdp") == \
+        fdp_epsilon(1000, 600, 500, 1e-5, 0.05, 3, family="gdp")
+    for kwargs, name in (({"k": 3}, "k"), ({"family": "gdp"}, "family"), ({"method": "nope"}, "method")):
+        with pytest.raises(ParameterError) as err:
+            one_run_epsilon(100, 10, 9, 1e-5, 0.05, **{"method": "steinke", **kwargs})
+        assert err.value.name == name
 
 
 def test_best_one_run_valid_for_gaussian_scores():
@@ -430,3 +405,28 @@ def test_steinke_bound_falls_where_the_limit_keeps_growing():
     assert steinke[10**6] < steinke[10**5] < one_run.perfect_guess_limit(10**5, 1e-5) - 2
     assert one_run.perfect_guess_limit(10**6, 1e-5) - one_run.perfect_guess_limit(10**5, 1e-5) == pytest.approx(
         math.log(10), abs=0.01)
+
+
+def test_the_dpsgd_bound_lies_on_the_falsified_side_of_its_lattice():
+    """The DP-SGD bound is the epsilon of a noise multiplier 2^(j/256) whose curve the audit
+    falsifies while that of 2^((j-1)/256) stands (checked here by the curve's own test), so it is
+    valid and within 0.3% in sigma of the exact search's."""
+    from subaudit.accounting import epsilon
+
+    m, r, v, q, steps = 2000, 600, 560, 0.1, 50
+    curve = one_run.DPSGDCurve(q, steps, "add-remove")
+    bound = fdp_epsilon(m, r, v, 1e-5, family="dpsgd", mechanism=curve)
+
+    def falsified(sigma: float) -> bool:
+        inv = one_run._profile_fbar_inv(*one_run._dpsgd_profile(sigma, q, steps, "add-remove"))
+        return one_run._fdp_margin(m, r, v, 0.05, inv, 2) > 0
+
+    def eps(j: int) -> float:
+        return epsilon(2.0 ** (j / 256), q, steps, 1e-5, "add-remove").epsilon_lower
+
+    lo, hi = -4 * 256, 6 * 256   # the lattice point whose epsilon the bound is (epsilon falls as sigma grows)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if eps(mid) > bound else (lo, mid)
+    assert bound == eps(hi) > 0
+    assert falsified(2.0 ** (hi / 256)) and not falsified(2.0 ** ((hi - 1) / 256))

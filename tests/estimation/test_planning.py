@@ -20,7 +20,7 @@ def test_finite_r_ceiling():
         assert planning.finite_r_ceiling(n, n, DELTA, estimator="paper") == pytest.approx(gdp_epsilon(mu, DELTA))
     # auc: the AUC test at AUC = 1 or the top threshold with FP = FN = 0, whichever is larger
     n = 500
-    mu_auc = auc_estimator._auc_mu(1.0, n, n, 0.04)
+    mu_auc = auc_estimator.auc_mu_lower(1.0, n, n, 0.04)
     level = 0.01 / (2 * len(auc_estimator.tail_ranks(n)))
     mu_tail = stats.norm.isf(1 - level ** (1 / n)) - stats.norm.ppf(1 - level ** (1 / n))
     assert planning.finite_r_ceiling(n, n, DELTA) == pytest.approx(gdp_epsilon(max(mu_auc, mu_tail), DELTA))

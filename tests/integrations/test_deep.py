@@ -447,6 +447,22 @@ def test_physical_batches_give_the_unsplit_step(data, augmentations, physical):
                                          physical_batch=0), seed=0, gradient=False)
 
 
+def test_poisson_batches_are_the_first_steps_batches_epoch_after_epoch():
+    """A training's batches: the loader's, across epochs, until ``steps``; one more is drawn
+    (its sampler's generator ends where a loop over epochs leaves it), none handed on."""
+    fetched = []
+
+    class Loader:
+        def __iter__(self):
+            for i in range(3):
+                fetched.append(i)
+                yield i
+
+    assert list(deep.poisson_batches(Loader(), 7)) == [0, 1, 2, 0, 1, 2, 0]
+    assert fetched == [0, 1, 2, 0, 1, 2, 0, 1]
+    assert list(deep.poisson_batches(Loader(), 0)) == []
+
+
 def test_bf16_trains_what_fp32_trains_within_rounding(data):
     """deep.precision: bf16 autocasts the forward (the loss, clipping, noise and parameters stay
     float32): an audit's training on the CPU, same seeds, gives the fp32 audit's bits and

@@ -232,6 +232,26 @@ def test_no_deep_preset_leaves_the_deep_phase_out_of_the_paper_preset():
     assert "rule train_shard" in out and "rule report" in out
 
 
+def test_every_job_that_computes_is_benchmarked_beside_its_log():
+    """Every job of the paper preset's plan but ``all`` (local ones too: figures, estimates, the
+    report) has a ``benchmark:`` file, the mirror of its log (logs/X.log and
+    logs/benchmarks/X.tsv), so each job's time is found from its log's name."""
+    import re
+
+    jobs = [b for b in re.split(r"\n(?=(?:local)?rule \w+:)", paper_dry_run()) if re.match(r"(?:local)?rule \w+:", b)]
+    seen = set()
+    for block in jobs:
+        rule = re.match(r"(?:local)?rule (\w+):", block).group(1)
+        if rule == "all":
+            continue
+        log, bench = (re.search(rf"\n\s+{key}: ([^\n]+)", block) for key in ("log", "benchmark"))
+        assert log and bench, (rule, block[:400])
+        assert bench.group(1) == re.sub(r"^logs/(.*)\.log$", r"logs/benchmarks/\1.tsv", log.group(1)), block[:400]
+        seen.add(rule)
+    assert {"report", "estimate_natural", "epsilon_vs_step", "deep_bounds", "deep_figure", "split",
+            "acquire", "train_shard", "calibrate_natural"} <= seen, seen
+
+
 def test_paper_preset_lists_the_deep_network_audits(tmp_path):
     """presets/paper.yaml with gpu.yaml: WRN-16-4 on CIFAR-10, 2 cases x 2 games x 5 audits x 4
     kinds (one kind per training, as Table 2) and the gap case's one full-batch training, one
@@ -406,12 +426,11 @@ rule one:
 def test_the_workflows_imports_leave_scipy_pandas_and_torch_for_the_jobs(repo_root):
     """What the Snakefile and its rule files import while Snakemake parses (every run, dry run
     and cluster job does) loads neither SciPy, pandas, prv-accountant nor torch: the jobs that
-    compute import them. The accounting package's names still resolve, on first use."""
+    compute import them (the accounting package's names resolve on first use: tests/accounting/
+    test_init.py)."""
     import re
     import subprocess
     import sys
-
-    import subaudit.accounting as accounting
 
     sources = [repo_root / "Snakefile", *sorted((repo_root / "workflow" / "rules").glob("*.smk"))]
     lines = sorted({m.group(1) for p in sources
@@ -423,16 +442,3 @@ def test_the_workflows_imports_leave_scipy_pandas_and_torch_for_the_jobs(repo_ro
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=repo_root)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
-    for name in accounting.__all__:
-        module = __import__(f"subaudit.accounting.{accounting._HOME[name]}", fromlist=[name])
-        assert getattr(accounting, name) is getattr(module, name)
-    # the literal lists that linters and type checkers read (__all__, the TYPE_CHECKING
-    # imports) name the same names, from the same modules, as the lazy map
-    assert sorted(accounting._HOME) == sorted(accounting.__all__)
-    import ast
-
-    tree = ast.parse(Path(accounting.__file__).read_text())
-    typed = {alias.name: node.module.removeprefix("subaudit.accounting.")
-             for block in tree.body if isinstance(block, ast.If) and ast.unparse(block.test) == "TYPE_CHECKING"
-             for node in block.body if isinstance(node, ast.ImportFrom) for alias in node.names}
-    assert typed == accounting._HOME

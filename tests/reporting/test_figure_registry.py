@@ -8,8 +8,10 @@ from subaudit.reporting import figures
 from subaudit.reporting.figure_registry import FIGURES, PLOT_KINDS, Figure, experiment_figure, figures_for
 
 
-def test_every_plot_kind_has_a_renderer():
-    assert set(figures.PLOTS) == set(PLOT_KINDS)
+def test_every_plot_kind_has_a_renderer_and_says_what_the_report_shows_of_it():
+    from subaudit.reporting.report import SECTIONS
+
+    assert set(figures.PLOTS) == set(PLOT_KINDS) == set(SECTIONS)
     assert {f.kind for f in FIGURES.values()} == set(PLOT_KINDS)
 
 

@@ -407,8 +407,10 @@ def figure_files():
             "pdf": S.path("figure", ext="pdf"), "csv": S.path("figure", ext="csv")}
 
 
-#: A figure rule's log and requests (seconds of plotting, on the machine that runs Snakemake).
+#: A figure rule's log, benchmark and requests (seconds of plotting, on the machine that runs
+#: Snakemake).
 FIGURE_LOG = "logs/figures/{name}.log"
+FIGURE_BENCHMARK = "logs/benchmarks/figures/{name}.tsv"
 FIGURE_RESOURCES = {"mem_mb": 2000, "runtime": 10}
 
 

@@ -14,6 +14,8 @@ rule acquire:
         checksum=lambda wc: source_checksum(wc.source),
     log:
         "logs/data/acquire_{source}_{filename}.log",
+    benchmark:
+        "logs/benchmarks/data/acquire_{source}_{filename}.tsv"
     resources:
         mem_mb=1000,
         runtime=30,
@@ -40,6 +42,8 @@ rule split:
         seed=seed("split"),
     log:
         "logs/data/split_{exp}.log",
+    benchmark:
+        "logs/benchmarks/data/split_{exp}.tsv"
     resources:
         mem_mb=4000,
         runtime=10,
@@ -93,6 +97,8 @@ rule own_features:
         seed=seed("split"),
     log:
         "logs/data/own_features_{exp}.log",
+    benchmark:
+        "logs/benchmarks/data/own_features_{exp}.tsv"
     resources:
         mem_mb=4000,
         runtime=10,

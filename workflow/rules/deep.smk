@@ -152,6 +152,8 @@ if DEEP["source"] is not None:  # null: no deep-network audits
             alpha=config["alpha"],
         log:
             "logs/deep/bounds_{audit}.log",
+        benchmark:
+            "logs/benchmarks/deep/bounds_{audit}.tsv"
         resources:
             mem_mb=2000,
             runtime=10,
@@ -174,6 +176,8 @@ if DEEP["source"] is not None:  # null: no deep-network audits
             score=DEEP["scores"][0],
         log:
             FIGURE_LOG,
+        benchmark:
+            FIGURE_BENCHMARK
         resources:
             **FIGURE_RESOURCES,
         conda:

@@ -29,6 +29,8 @@ rule epsilon_vs_target:
         paper=lambda wc: FIGS[wc.name].paper,
     log:
         FIGURE_LOG,
+    benchmark:
+        FIGURE_BENCHMARK
     resources:
         **FIGURE_RESOURCES,
     conda:
@@ -49,6 +51,8 @@ rule ratio_grid:
         paper=lambda wc: FIGS[wc.name].paper,
     log:
         FIGURE_LOG,
+    benchmark:
+        FIGURE_BENCHMARK
     resources:
         **FIGURE_RESOURCES,
     conda:
@@ -80,6 +84,8 @@ rule epsilon_vs_step:
         paper=lambda wc: FIGS[wc.name].paper,
     log:
         FIGURE_LOG,
+    benchmark:
+        FIGURE_BENCHMARK
     resources:
         **FIGURE_RESOURCES,
     conda:
@@ -103,6 +109,8 @@ rule utility_figure:
         paper=lambda wc: FIGS[wc.name].paper,
     log:
         FIGURE_LOG,
+    benchmark:
+        FIGURE_BENCHMARK
     resources:
         **FIGURE_RESOURCES,
     conda:
@@ -134,6 +142,8 @@ rule ablation_figure:
         paper=lambda wc: FIGS[wc.name].paper,
     log:
         FIGURE_LOG,
+    benchmark:
+        FIGURE_BENCHMARK
     resources:
         **FIGURE_RESOURCES,
     conda:
@@ -162,6 +172,8 @@ rule runs_figure:
         paper=lambda wc: FIGS[wc.name].paper,
     log:
         FIGURE_LOG,
+    benchmark:
+        FIGURE_BENCHMARK
     resources:
         **FIGURE_RESOURCES,
     conda:

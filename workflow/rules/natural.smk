@@ -136,6 +136,8 @@ rule estimate_natural:
         estimators=config["estimators"],
     log:
         "logs/natural/{exp}/estimate_{scenario}_{key}.log",
+    benchmark:
+        "logs/benchmarks/natural/{exp}/estimate_{scenario}_{key}.tsv"
     resources:
         mem_mb=2000,
         runtime=10,

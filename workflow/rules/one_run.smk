@@ -68,6 +68,8 @@ rule one_run_figure:
         backbone=EXPERIMENTS[ONE["experiment"]]["backbone"],
     log:
         FIGURE_LOG,
+    benchmark:
+        FIGURE_BENCHMARK
     resources:
         **FIGURE_RESOURCES,
     conda:

@@ -37,6 +37,8 @@ rule report:
         },
     log:
         "logs/report.log",
+    benchmark:
+        "logs/benchmarks/report.tsv"
     resources:
         mem_mb=2000,
         runtime=10,

@@ -45,6 +45,8 @@ rule estimate_s1:
         estimators=config["estimators"],
     log:
         "logs/s1/estimate_q{q}.log",
+    benchmark:
+        "logs/benchmarks/s1/estimate_q{q}.tsv"
     resources:
         mem_mb=2000,
         runtime=10,

@@ -21,7 +21,8 @@ from subaudit.cli.arguments import (
     scores_file,
 )
 from subaudit.estimation import DEFAULT_ESTIMATOR, ESTIMATORS
-from subaudit.estimation.one_run import GUESS_RULES, ONE_RUN_METHODS
+from subaudit.estimation.guesses import GUESS_RULES
+from subaudit.estimation.one_run import FDP_FAMILIES, ONE_RUN_METHODS
 from subaudit.pipeline.score_files import SCORE_LAYOUTS
 from subaudit.validation import ParameterError
 
@@ -96,7 +97,7 @@ def _one_run_flags(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--method", choices=list(ONE_RUN_METHODS), required=True,
                     help="steinke: Steinke, Nasr and Jagielski 2023; mahloujifar: Mahloujifar, Melis and "
                          "Chaudhuri 2024 (f-DP, k-ary games; the curve: --family)")
-    sp.add_argument("--family", choices=["dp", "gdp", "dpsgd"], default="dp",
+    sp.add_argument("--family", choices=list(FDP_FAMILIES), default="dp",
                     help="the trade-off curve mahloujifar tests: dp, the (epsilon, delta) curve, valid for every "
                          "mechanism (default); gdp, a test of mu-GDP (valid only for Gaussian mechanisms); "
                          "dpsgd, DP-SGD's own curve at --q and --steps (the bound: the epsilon of the "
@@ -115,10 +116,10 @@ def _one_run_flags(sp: argparse.ArgumentParser) -> None:
                     help="delta in [0, 1) (steinke) or (0, 1) (mahloujifar)")
     sp.add_argument("--alpha", type=finite_float, default=0.05, help="significance level in (0, 1)")
     sp.add_argument("--k", type=integer, default=2, help="values per canary (mahloujifar k-ary games; 2 = membership)")
-    sp.add_argument("--rule", choices=list(GUESS_RULES), default="top-bottom",
-                    help="with --scores: top-bottom (Steinke et al.: 'in' on the highest scores, 'out' on the "
-                         "lowest) or magnitude (Mahloujifar et al.'s pairs: the largest |score| guessed by "
-                         "sign, for pair score differences)")
+    pair_rules = [name for name, rule in GUESS_RULES.items() if not rule.kary]   # --scores: one score a canary
+    sp.add_argument("--rule", choices=pair_rules,
+                    help="with --scores, how guesses are chosen (default top-bottom): " + "; ".join(
+                        f"{name}, {GUESS_RULES[name].description}" for name in pair_rules))
 
 
 def _one_run_family(args: argparse.Namespace) -> tuple[str, Any]:
@@ -127,8 +128,6 @@ def _one_run_family(args: argparse.Namespace) -> tuple[str, Any]:
     from subaudit.estimation.one_run import DPSGDCurve
 
     given = {k: getattr(args, k) for k in ("q", "steps") if getattr(args, k) is not None}
-    if args.method != "mahloujifar" and args.family != "dp":
-        raise ParameterError("family", args.family, "dp (the steinke bound is an (eps, delta) bound)")
     if args.family != "dpsgd":
         if given:
             raise UsageError("--q and --steps describe the training for --family dpsgd only")
@@ -153,7 +152,8 @@ def _curve_in_reach(args: argparse.Namespace) -> Iterator[None]:
 
 
 def _one_run(args: argparse.Namespace) -> None:
-    from subaudit.estimation.one_run import FDP_FAMILIES, best_one_run_epsilon
+    from subaudit.estimation.guesses import default_guess_rule
+    from subaudit.estimation.one_run import best_one_run_epsilon, one_run_epsilon
     from subaudit.estimation.procedures import claim_prefix
     from subaudit.estimation.roc import validate_scores_labels
 
@@ -170,17 +170,15 @@ def _one_run(args: argparse.Namespace) -> None:
         with _curve_in_reach(args):
             eps = best_one_run_epsilon(scores, labels.astype(bool), args.delta, args.alpha, args.method, args.k,
                                        rule=args.rule, family=family, mechanism=mechanism)
-        out = {"epsilon": eps, "method": args.method, "canaries": int(scores.size), "rule": args.rule,
+        out = {"epsilon": eps, "method": args.method, "canaries": int(scores.size),
+               "rule": args.rule or default_guess_rule(args.k),
                "guesses": "searched (Bonferroni over the guess grid)"}
     else:
         if any(c is None for c in counts):
             raise UsageError("give --canaries, --guesses and --correct (or --scores FILE)")
-        kwargs = {"k": args.k, "family": family, "mechanism": mechanism} if args.method == "mahloujifar" else {}
-        if args.method != "mahloujifar" and args.k != 2:
-            raise ParameterError("k", args.k, "2 (the steinke bound is for membership)")
         with _curve_in_reach(args):
-            eps = ONE_RUN_METHODS[args.method](args.canaries, args.guesses, args.correct, args.delta,
-                                               args.alpha, **kwargs)
+            eps = one_run_epsilon(args.canaries, args.guesses, args.correct, args.delta, args.alpha, args.method,
+                                  args.k, family=family, mechanism=mechanism)
         out = {"epsilon": eps, "method": args.method, "canaries": args.canaries,
                "guesses": args.guesses, "correct": args.correct}
     out.update(delta=args.delta, alpha=args.alpha, k=args.k, family=family, tests=FDP_FAMILIES[family].description)

@@ -24,7 +24,8 @@ Modules
                  decision-rule conventions.
 ``result``       :class:`AuditEstimate`, what every estimator returns.
 ``paper``        the ``paper`` estimator.
-``auc``          the ``auc`` estimator (:data:`TAIL_SHARE`, :func:`tail_ranks`).
+``auc``          the ``auc`` estimator (:data:`TAIL_SHARE`, :func:`tail_ranks`; its AUC test
+                 :func:`~subaudit.estimation.auc.auc_mu_lower` and tail bounds).
 ``registry``     :data:`ESTIMATORS`, :class:`Estimator`, :data:`DEFAULT_ESTIMATOR`,
                  :func:`estimate_epsilon`, :func:`estimate_in_out`, :func:`estimate_over_steps`,
                  :func:`step_estimates`.
@@ -32,6 +33,9 @@ Modules
 ``diagnostics``  :func:`score_summary`, :func:`reversed_evidence`.
 ``one_run``      one-run estimators (Steinke et al.; f-DP), imported as
                  ``subaudit.estimation.one_run``.
+``guesses``      a one-run audit's guess rules (:data:`~subaudit.estimation.guesses.GUESS_RULES`)
+                 and guess-count search (:class:`~subaudit.estimation.guesses.GuessSearch`).
+``procedures``   the one-run procedures of deep-network audits (their games, statistics, rules).
 ``ceilings``     final-iterate ceilings of the S1 canary, imported as
                  ``subaudit.estimation.ceilings``.
 

@@ -20,7 +20,7 @@ from subaudit.estimation.bounds import mu_lower
 from subaudit.estimation.result import AuditEstimate
 from subaudit.estimation.roc import mann_whitney_auc
 
-__all__ = ["TAIL_SHARE", "estimate_auc", "tail_ranks"]
+__all__ = ["TAIL_SHARE", "auc_mu_lower", "binormal_auc_moments", "estimate_auc", "tail_bounds", "tail_ranks"]
 
 
 #: Share of alpha the ``auc`` estimator spends on its tail thresholds (the rest on the AUC test).
@@ -30,7 +30,7 @@ _OWEN_A = 1.0 / math.sqrt(3.0)  # Owen's T parameter of correlation 1/2: sqrt((1
 _MU_GRID = np.linspace(0.0, 40.0, 4001)
 
 
-def _binormal_auc_moments(mu: np.ndarray, n_pos: int, n_neg: int) -> tuple[np.ndarray, np.ndarray]:
+def binormal_auc_moments(mu: np.ndarray, n_pos: int, n_neg: int) -> tuple[np.ndarray, np.ndarray]:
     """AUC of N(mu, 1) against N(0, 1) and the exact standard deviation of its Mann-Whitney estimate.
 
     ``A = Phi(mu / sqrt 2)``; ``Var = [A (1 - A) + (n_pos + n_neg - 2) (P - A^2)] / (n_pos n_neg)``
@@ -48,7 +48,7 @@ def _binormal_auc_moments(mu: np.ndarray, n_pos: int, n_neg: int) -> tuple[np.nd
     return a, np.sqrt(var)
 
 
-def _auc_mu(auc: float, n_pos: int, n_neg: int, alpha: float) -> float:
+def auc_mu_lower(auc: float, n_pos: int, n_neg: int, alpha: float) -> float:
     """Smallest mu >= 0 whose binormal AUC test at level ``alpha`` does not reject ``auc``.
 
     The test of "the mechanism is mu-GDP" rejects when the observed AUC exceeds
@@ -59,7 +59,7 @@ def _auc_mu(auc: float, n_pos: int, n_neg: int, alpha: float) -> float:
     z = float(stats.norm.isf(alpha))
 
     def crit(mu: Any) -> Any:
-        a, sd = _binormal_auc_moments(mu, n_pos, n_neg)
+        a, sd = binormal_auc_moments(mu, n_pos, n_neg)
         return a + z * sd
 
     above = np.flatnonzero(crit(_MU_GRID) >= auc)
@@ -78,7 +78,7 @@ def tail_ranks(n_neg: int) -> np.ndarray:
     return 2 ** np.arange(int(math.log2(top)) + 1)
 
 
-def _tail_bounds(pos: np.ndarray, neg: np.ndarray, alpha: float):
+def tail_bounds(pos: np.ndarray, neg: np.ndarray, alpha: float):
     """GDP bounds at thresholds just above the k-th highest out-score, k in :func:`tail_ranks`.
 
     The threshold depends on the out-scores only. Its false-positive rate is the k-th smallest
@@ -102,8 +102,8 @@ def estimate_auc(s, y, delta, alpha) -> AuditEstimate:
     pos, neg = s[y == 1], s[y == 0]
     n_pos, n_neg = pos.shape[0], neg.shape[0]
     auc = mann_whitney_auc(pos, neg, ties=0.0)
-    mu_auc = _auc_mu(auc, n_pos, n_neg, alpha * (1.0 - TAIL_SHARE))
-    thr, fp, fn, fpr_ub, fnr_ub, mu_t = _tail_bounds(pos, neg, alpha * TAIL_SHARE)
+    mu_auc = auc_mu_lower(auc, n_pos, n_neg, alpha * (1.0 - TAIL_SHARE))
+    thr, fp, fn, fpr_ub, fnr_ub, mu_t = tail_bounds(pos, neg, alpha * TAIL_SHARE)
     j = int(np.argmax(mu_t))
     mu_tail = float(mu_t[j])
     mu = max(mu_auc, mu_tail)

@@ -43,6 +43,7 @@ import numpy as np
 # SciPy is imported in the functions that use it: the workflow's Snakefile imports this module
 # while Snakemake parses, and every cluster job's Snakemake parses it again.
 
+from subaudit.estimation.guesses import DEFAULT_SEARCH, GUESS_RULES, GuessSearch, default_guess_rule, describe
 from subaudit.validation import (
     ParameterError,
     check_choice,
@@ -54,15 +55,11 @@ from subaudit.validation import (
 __all__ = [
     "FDP_FAMILIES",
     "FDPFamily",
-    "GUESS_RULES",
     "ONE_RUN_METHODS",
     "best_one_run_epsilon",
     "DPSGDCurve",
-    "default_guess_grid",
     "fdp_epsilon",
-    "guesses_from_scores",
-    "kary_guesses_from_scores",
-    "magnitude_guesses_from_scores",
+    "one_run_epsilon",
     "one_run_falsifies",
     "perfect_guess_limit",
     "steinke_epsilon",
@@ -436,148 +433,51 @@ ONE_RUN_METHODS: dict[str, Callable[..., float]] = {
 }
 
 
-# ---------------------------------------------------------------------------
-# guesses from per-canary scores
-# ---------------------------------------------------------------------------
-
-def _describe(a: np.ndarray) -> str:
-    """An array in an error message: its shape and type, not its values."""
-    return f"<{a.dtype} array of shape {a.shape}>"
-
-
-def _check_scores_1d(scores, inserted) -> tuple[np.ndarray, np.ndarray]:
-    s = np.asarray(scores, dtype=float)
-    if s.ndim != 1 or s.size == 0 or not np.all(np.isfinite(s)):
-        raise ParameterError("scores", _describe(s), "a non-empty 1-D array of finite numbers")
-    b = np.asarray(inserted)
-    if b.shape != s.shape or b.dtype != bool:
-        raise ParameterError("inserted", _describe(b), f"a boolean array of shape {s.shape}")
-    return s, b
-
-
-def guesses_from_scores(scores, inserted, guesses: int, *, one_sided: bool = False) -> tuple[int, int]:
-    """(guesses, correct) of the papers' rule: "in" for the highest scores, "out" for the lowest.
-
-    Symmetric (Steinke et al.): ``ceil(guesses / 2)`` "in" guesses on the highest scores and
-    ``floor(guesses / 2)`` "out" guesses on the lowest, abstaining on the rest; with
-    ``one_sided`` all ``guesses`` are "in" guesses on the highest scores.  A higher score
-    means "more likely included".  Ties are broken by canary index (never by ``inserted``).
-    """
-    s, b = _check_scores_1d(scores, inserted)
-    m = s.size
-    r = check_count(guesses, "guesses", 0)
-    if r > m:
-        raise ParameterError("guesses", guesses, f"an integer in [0, {m}] (the number of canaries)")
-    order = np.argsort(-s, kind="stable")  # highest first, ties by index
-    k_plus = r if one_sided else r - r // 2
-    k_minus = r - k_plus
-    correct = int(np.count_nonzero(b[order[:k_plus]]))
-    if k_minus:
-        correct += int(np.count_nonzero(~b[order[m - k_minus:]]))
-    return r, correct
-
-
-def magnitude_guesses_from_scores(scores, inserted, guesses: int) -> tuple[int, int]:
-    """(guesses, correct) of the pair rule of Mahloujifar et al.: guess where ``|score|`` is largest.
-
-    ``scores`` are signed statistics centred on 0 under no signal, e.g. the score of a pair's
-    first record minus its second's: the auditor guesses "inserted" (``score > 0``) or not
-    (``score <= 0``) on the ``guesses`` canaries with the largest ``|score|`` and abstains on
-    the rest (ties by canary index, never by ``inserted``).
-    """
-    s, b = _check_scores_1d(scores, inserted)
-    m = s.size
-    r = check_count(guesses, "guesses", 0)
-    if r > m:
-        raise ParameterError("guesses", guesses, f"an integer in [0, {m}] (the number of canaries)")
-    order = np.argsort(-np.abs(s), kind="stable")[:r]
-    return r, int(np.count_nonzero((s[order] > 0) == b[order]))
-
-
-#: How guesses are chosen from per-canary scores: ``"top-bottom"`` (Steinke et al.: "in" on
-#: the highest scores, "out" on the lowest) or ``"magnitude"`` (Mahloujifar et al.'s pairs:
-#: the largest ``|score|``, guessed by sign).
-GUESS_RULES: tuple[str, ...] = ("top-bottom", "magnitude")
-
-
-def kary_guesses_from_scores(scores, truth, guesses: int) -> tuple[int, int]:
-    """(guesses, correct) for ``k``-ary canaries: guess the top-scoring value, keep the most confident.
-
-    ``scores`` has shape (m, k) (score of value j for canary i), ``truth`` the true value
-    index per canary; the auditor guesses ``argmax_j scores[i, j]`` on the ``guesses``
-    canaries whose top score beats their runner-up by the most (the margin: a canary whose
-    best two values score alike is a coin flip between them, however high both score) and
-    abstains on the rest (ties by index).
-    """
-    s = np.asarray(scores, dtype=float)
-    if s.ndim != 2 or s.shape[0] == 0 or s.shape[1] < 2 or not np.all(np.isfinite(s)):
-        raise ParameterError("scores", _describe(s), "an (m, k) array of finite numbers, m >= 1, k >= 2")
-    m, k = s.shape
-    t = np.asarray(truth)
-    if t.shape != (m,) or not np.issubdtype(t.dtype, np.integer) or np.any((t < 0) | (t >= k)):
-        raise ParameterError("truth", _describe(t), f"an integer array of shape ({m},) with values in [0, {k})")
-    r = check_count(guesses, "guesses", 0)
-    if r > m:
-        raise ParameterError("guesses", guesses, f"an integer in [0, {m}] (the number of canaries)")
-    guess = np.argmax(s, axis=1)
-    top2 = np.sort(s, axis=1)[:, -2:]
-    order = np.argsort(-(top2[:, 1] - top2[:, 0]), kind="stable")[:r]
-    return r, int(np.count_nonzero(guess[order] == t[order]))
-
-
-def default_guess_grid(canaries: int) -> list[int]:
-    """Guess counts searched by :func:`best_one_run_epsilon`: 1%, 2%, 5%, 10%, 20%, ..., 100% of m."""
-    m = check_count(canaries, "canaries", 1)
-    fractions = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0)
-    return sorted({max(1, min(m, round(f * m))) for f in fractions})
-
-
-def _one_run_tests(scores, inserted, alpha: float, method: str, k: int, *, grid: Sequence[int] | None,
-                   one_sided: bool, bonferroni: bool, rule: str, family: str,
-                   mechanism: DPSGDCurve | None) -> tuple[str, str, int, list[tuple[int, int, int, float]]]:
-    """What :func:`best_one_run_epsilon` and :func:`one_run_falsifies` both search: the method,
-    the family, k and one test ``(m, r, v, level)`` per guess count of ``grid``, each at
-    ``alpha / len(grid)`` (Bonferroni; ``alpha`` itself with ``bonferroni=False``)."""
+def _check_method(method: str, k: int, family: str, mechanism: DPSGDCurve | None) -> tuple[str, int, str]:
+    """A bound's (method, k, family), checked together: Steinke et al.'s is for membership
+    (k = 2) and the (eps, delta) curve; the f-DP bound takes any."""
     name = check_choice(method, "method", ONE_RUN_METHODS)
     fam = _check_family(family, mechanism)
     if name == "steinke" and fam != "dp":
         raise ParameterError("family", family, "dp (the Steinke et al. bound is for (eps, delta)-DP)")
-    a = check_probability(alpha, "alpha")
     kk = check_count(k, "k", 2)
-    how = check_choice(rule, "rule", GUESS_RULES)
     if name == "steinke" and kk != 2:
         raise ParameterError("k", k, "2 (the Steinke et al. bound is for membership)")
-    if how == "magnitude" and (kk != 2 or one_sided):
-        raise ParameterError("rule", rule, "top-bottom (the magnitude rule is for k = 2, both signs)")
-    if kk == 2:
-        s, b = _check_scores_1d(scores, inserted)
-        m = s.size
+    return name, kk, fam
 
-        def count(r: int) -> tuple[int, int]:
-            if how == "magnitude":
-                return magnitude_guesses_from_scores(s, b, r)
-            return guesses_from_scores(s, b, r, one_sided=one_sided)
-    else:
+
+def one_run_epsilon(canaries: int, guesses: int, correct: int, delta: float, alpha: float = 0.05,
+                    method: str = "steinke", k: int = 2, *, family: str = "dp",
+                    mechanism: DPSGDCurve | None = None) -> float:
+    """The bound of ``method`` (:data:`ONE_RUN_METHODS`) from one test's counts: ``correct``
+    right of ``guesses`` made on ``canaries`` ``k``-ary canaries, the combination of method, k
+    and family checked first (Steinke et al.'s: k = 2 and family ``"dp"`` only)."""
+    name, kk, fam = _check_method(method, k, family, mechanism)
+    if name == "steinke":
+        return steinke_epsilon(canaries, guesses, correct, delta, alpha)
+    return fdp_epsilon(canaries, guesses, correct, delta, alpha, kk, family=fam, mechanism=mechanism)
+
+
+def _one_run_tests(scores, inserted, alpha: float, method: str, k: int, *, rule: str | None,
+                   search: GuessSearch, family: str,
+                   mechanism: DPSGDCurve | None) -> tuple[str, str, int, list[tuple[int, int, int, float]]]:
+    """What :func:`best_one_run_epsilon` and :func:`one_run_falsifies` both search: the method,
+    the family, k and one test ``(m, r, v, level)`` per guess count of ``search``, the guesses
+    chosen by ``rule`` (None: :func:`default_guess_rule` of k)."""
+    name, kk, fam = _check_method(method, k, family, mechanism)
+    a = check_probability(alpha, "alpha")
+    guess = GUESS_RULES[check_choice(default_guess_rule(kk) if rule is None else rule, "rule", GUESS_RULES)]
+    if guess.kary != (kk > 2):
+        fits = [n for n, g in GUESS_RULES.items() if g.kary == (kk > 2)]
+        raise ParameterError("rule", rule, " or ".join(fits) + f" (the rules for k = {kk})")
+    if guess.kary:
         s2 = np.asarray(scores, dtype=float)
         if s2.ndim != 2 or s2.shape[1] != kk:
-            raise ParameterError("scores", _describe(s2), f"an (m, k = {kk}) array")
-        try:
-            kary_guesses_from_scores(s2, inserted, 0)  # validate once
-        except ParameterError as err:
-            raise ParameterError("inserted" if err.name == "truth" else err.name, err.value, err.allowed) from None
-        m = s2.shape[0]
-
-        def count(r: int) -> tuple[int, int]:
-            return kary_guesses_from_scores(s2, inserted, r)
-
-    if grid is None:
-        rs = default_guess_grid(m)
-    else:
-        rs = sorted({check_count(r, "grid", 1) for r in grid})
-        if not rs or rs[-1] > m:
-            raise ParameterError("grid", grid, f"a non-empty set of integers in [1, {m}]")
-    level = a / len(rs) if bonferroni else a
-    return name, fam, kk, [(m, r, count(r)[1], level) for r in rs]
+            raise ParameterError("scores", describe(s2), f"an (m, k = {kk}) array")
+    m, count = guess.counter(scores, inserted)
+    rs = search.counts(m)
+    level = search.level(a, len(rs))
+    return name, fam, kk, [(m, r, count(r), level) for r in rs]
 
 
 def best_one_run_epsilon(
@@ -588,31 +488,24 @@ def best_one_run_epsilon(
     method: str = "steinke",
     k: int = 2,
     *,
-    grid: Sequence[int] | None = None,
-    one_sided: bool = False,
-    bonferroni: bool = True,
-    rule: str = "top-bottom",
+    rule: str | None = None,
+    search: GuessSearch = DEFAULT_SEARCH,
     family: str = "dp",
     mechanism: DPSGDCurve | None = None,
 ) -> float:
-    """Largest one-run epsilon bound over a grid of guess counts, as in the papers' experiments.
+    """Largest one-run epsilon bound over the guess counts of ``search``, as in the papers' experiments.
 
-    For each ``r`` in ``grid`` (default :func:`default_guess_grid`) the guesses are chosen
-    from the scores (:func:`guesses_from_scores`, symmetric +/- split or ``one_sided``; for
-    ``k > 2``, ``scores`` is (m, k), ``inserted`` holds the true value indices and
-    :func:`kary_guesses_from_scores` is used) and the bound of ``method`` is computed.
-    ``rule="magnitude"`` guesses by sign where ``|score|`` is largest instead
-    (:func:`magnitude_guesses_from_scores`, for pair differences; ``k = 2`` only).
-
-    The guess count is chosen after seeing the data, so the maximum is a search over
-    ``len(grid)`` tests.  By default each test runs at ``alpha / len(grid)`` (Bonferroni), so
-    the reported bound holds at confidence ``1 - alpha``.  ``bonferroni=False`` uses
-    ``alpha`` for every test, like the papers' own experiments: it is not corrected for the
-    search and can overstate epsilon; use it for reproduction only.  ``family`` and
-    ``mechanism`` choose the curve the ``"mahloujifar"`` method tests (:func:`fdp_epsilon`).
+    For each guess count ``r`` of ``search`` (:class:`GuessSearch`; by default
+    :func:`default_guess_grid`, Bonferroni-corrected, so the reported bound holds at confidence
+    ``1 - alpha``) the guesses are chosen from the scores by ``rule`` (a name of
+    :data:`GUESS_RULES`; by default ``"top-bottom"`` for ``k = 2``, where ``scores`` is (m,)
+    and ``inserted`` the bits, and ``"top-value"`` for ``k > 2``, where ``scores`` is (m, k)
+    and ``inserted`` the true values' indices) and the bound of ``method`` is computed.
+    ``family`` and ``mechanism`` choose the curve the ``"mahloujifar"`` method tests
+    (:func:`fdp_epsilon`).
     """
-    name, fam, kk, tests = _one_run_tests(scores, inserted, alpha, method, k, grid=grid, one_sided=one_sided,
-                                          bonferroni=bonferroni, rule=rule, family=family, mechanism=mechanism)
+    name, fam, kk, tests = _one_run_tests(scores, inserted, alpha, method, k, rule=rule, search=search,
+                                          family=family, mechanism=mechanism)
     d = _check_delta(delta, allow_zero=(name == "steinke"))
     if name == "steinke":
         return max(steinke_epsilon(m, r, v, d, level) for m, r, v, level in tests)
@@ -630,8 +523,8 @@ def _falsified(method: str, family: str, m: int, r: int, v: int, level: float, e
 
 
 def one_run_falsifies(scores, inserted, epsilon: float, delta: float, alpha: float = 0.05, method: str = "steinke",
-                      k: int = 2, *, grid: Sequence[int] | None = None, one_sided: bool = False,
-                      bonferroni: bool = True, rule: str = "top-bottom", family: str = "dp") -> bool:
+                      k: int = 2, *, rule: str | None = None, search: GuessSearch = DEFAULT_SEARCH,
+                      family: str = "dp") -> bool:
     """Whether the audit falsifies "the training is (``epsilon``, ``delta``)-DP" (for ``family``
     ``"gdp"``: mu-GDP at that (eps, delta)) at confidence ``1 - alpha``: whether some guess
     count's test of :func:`best_one_run_epsilon` rejects it, that is, whether that bound
@@ -641,8 +534,8 @@ def one_run_falsifies(scores, inserted, epsilon: float, delta: float, alpha: flo
     multiplier, not an epsilon: not here)."""
     if family == "dpsgd":
         raise ParameterError("family", family, "dp or gdp (a DP-SGD claim is a noise multiplier)")
-    name, fam, kk, tests = _one_run_tests(scores, inserted, alpha, method, k, grid=grid, one_sided=one_sided,
-                                          bonferroni=bonferroni, rule=rule, family=family, mechanism=None)
+    name, fam, kk, tests = _one_run_tests(scores, inserted, alpha, method, k, rule=rule, search=search,
+                                          family=family, mechanism=None)
     d = _check_delta(delta, allow_zero=(name == "steinke"))
     e = float(epsilon)
     if not (math.isfinite(e) and e >= 0):

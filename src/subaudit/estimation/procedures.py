@@ -40,9 +40,9 @@ from typing import Any
 
 import numpy as np
 
+from subaudit.estimation.guesses import GUESS_RULES, GuessSearch
 from subaudit.estimation.one_run import (
     FDP_FAMILIES,
-    GUESS_RULES,
     ONE_RUN_METHODS,
     DPSGDCurve,
     best_one_run_epsilon,
@@ -74,7 +74,7 @@ class Procedure:
 
     def __post_init__(self) -> None:
         check_choice(self.method, "method", ONE_RUN_METHODS)
-        check_choice(self.rule, "rule", GUESS_RULES)
+        check_choice(self.rule, "rule", [n for n, g in GUESS_RULES.items() if not g.kary])   # of pair bits
 
     @property
     def kary(self) -> bool:
@@ -132,7 +132,7 @@ def _test_input(p: Procedure, game: str, scores, bits) -> tuple[np.ndarray, np.n
     """What the procedure's estimator reads: (statistic, truth, k, guess rule). Pair scores (m, 2)
     give the procedure's statistic of ``game`` and the bits; value scores (m, k), k > 2, of
     k-ary substitute slots give themselves and the values (0 .. k - 1), guessed by the top
-    value (f-DP procedures only)."""
+    value (``"top-value"``; f-DP procedures only)."""
     s = np.asarray(scores, dtype=float)
     if s.ndim == 2 and s.shape[1] > 2:
         if not p.kary:
@@ -144,7 +144,7 @@ def _test_input(p: Procedure, game: str, scores, bits) -> tuple[np.ndarray, np.n
         b = np.asarray(bits)
         if b.shape != (s.shape[0],) or not np.issubdtype(b.dtype, np.integer) or np.any((b < 0) | (b >= k)):
             raise ParameterError("bits", f"<array of shape {b.shape}>", f"{s.shape[0]} values in [0, {k})")
-        return s, b, k, "top-bottom"
+        return s, b, k, "top-value"
     s, b = _check_pairs(scores, bits)
     return p.statistic[game](s), b, 2, p.rule
 
@@ -173,7 +173,7 @@ def procedure_epsilon(procedure: str, scores, bits, delta: float, alpha: float =
     fam = family_of(procedure, family)
     stat, truth, k, rule = _test_input(p, g, scores, bits)
     return best_one_run_epsilon(stat, truth, delta, alpha, p.method, k, rule=rule, family=fam,
-                                mechanism=_mechanism(fam, g, history), bonferroni=bonferroni)
+                                mechanism=_mechanism(fam, g, history), search=GuessSearch(bonferroni=bonferroni))
 
 
 def procedure_falsifies(procedure: str, scores, bits, epsilon: float, delta: float, alpha: float = 0.05, *,
@@ -187,7 +187,7 @@ def procedure_falsifies(procedure: str, scores, bits, epsilon: float, delta: flo
     fam = family_of(procedure, family)
     stat, truth, k, rule = _test_input(p, g, scores, bits)
     return one_run_falsifies(stat, truth, epsilon, delta, alpha, p.method, k, rule=rule, family=fam,
-                             bonferroni=bonferroni)
+                             search=GuessSearch(bonferroni=bonferroni))
 
 
 @lru_cache(maxsize=256)

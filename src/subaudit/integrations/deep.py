@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,7 +47,8 @@ from subaudit.validation import Diverged, ParameterError, check_choice, check_co
 __all__ = ["DeepAudit", "DeepData", "Training", "accuracy", "audit_examples", "audit_rows", "augment",
            "average_augmentations", "load_audit",
            "load_canaries", "load_data", "load_weights", "make_canaries", "pretrain", "run_audit", "save_audit",
-           "save_canaries", "save_weights", "split_images", "train_private", "training_rate"]
+           "save_canaries", "save_weights", "split_images", "train_private", "training_rate", "PrivateTraining",
+           "poisson_batches"]
 
 
 @dataclass(frozen=True)
@@ -277,13 +278,57 @@ class DeepAudit:
     seconds: float
 
 
+@dataclass(frozen=True)
+class PrivateTraining:
+    """What :func:`train_private` leaves: Opacus' private model, optimiser (its gradient
+    canaries' state), Poisson loader and engine (its accountant's history), and the records
+    the training processed."""
+
+    model: Any
+    optimizer: Any
+    loader: Any
+    engine: PrivacyEngine
+    examples: int
+
+
+def poisson_batches(loader: Iterable[Any], steps: int) -> Iterator[Any]:
+    """The first ``steps`` batches of ``loader``, epoch after epoch (Opacus' Poisson loader has
+    no fixed length): after the last it draws one more, as a loop over epochs that stops at
+    ``steps`` does, so the sampler's generator ends where it always has."""
+    done = 0
+    while done < steps:
+        for batch in loader:
+            if done == steps:
+                return
+            yield batch
+            done += 1
+
+
+def _clipped_step(model: Any, optimizer: Any, xb: torch.Tensor, yb: torch.Tensor, k: int, physical: int | None,
+                  precision: str, device: str) -> None:
+    """One DP-SGD step on the Poisson batch ``xb`` (``k`` views a record, adjacent): in physical
+    batches of at most ``physical`` records, every one but the last a skipped step of Opacus'
+    optimiser that only clips and sums its per-sample gradients."""
+    records = len(yb) // k
+    cuts = list(range(0, records, physical)) if physical and records > physical else [0]
+    for j, start in enumerate(cuts):
+        end = cuts[j + 1] if j + 1 < len(cuts) else records
+        optimizer.zero_grad()          # keeps the clipped sum after a skipped step
+        if j + 1 < len(cuts):
+            optimizer.signal_skip_step(do_skip=True)
+        rows = slice(start * k, end * k)
+        with arithmetic(precision, device):
+            logits = model(xb[rows].to(device))
+        F.cross_entropy(logits.float(), yb[rows].to(device)).backward()
+        average_augmentations(model.parameters(), k)
+        optimizer.step()
+
+
 def train_private(model: torch.nn.Module, audit: OneRunAudit, base: TensorDataset, training: Training, *,
-                  seed: int, gradient: bool, device: str = "cpu",
-                  progress: bool = False) -> tuple[Any, Any, Any, PrivacyEngine, int]:
+                  seed: int, gradient: bool, device: str = "cpu", progress: bool = False) -> PrivateTraining:
     """Train ``model`` (on ``device``) with Opacus on ``audit.dataset(base)`` for
     ``training.steps`` Poisson batches at the rate ``training.batch / len(base)``, whatever the
-    bits (:meth:`OneRunAudit.make_private`); returns the private model, optimiser, loader,
-    engine and the examples processed.
+    bits (:meth:`OneRunAudit.make_private`).
 
     With ``training.physical_batch``, a Poisson batch larger than it is processed in physical
     batches of at most that many records (all K views of a record in one): every pass but the
@@ -307,32 +352,15 @@ def train_private(model: torch.nn.Module, audit: OneRunAudit, base: TensorDatase
         noise_generator=torch.Generator(device=device).manual_seed(derive_seed(seed, "dp-noise")))
     if gradient:
         audit.attach(optimizer, loader)
-    step, examples, k = 0, 0, check_count(training.augmentations, "augmentations")
+    examples, k = 0, check_count(training.augmentations, "augmentations")
     views = torch.Generator().manual_seed(derive_seed(seed, "augmentations"))
-    with tqdm(total=training.steps, desc="DP training", disable=not progress) as bar:
-        while step < training.steps:
-            for xb, yb in loader:
-                if step == training.steps:
-                    break
-                records = len(yb)
-                if k > 1:
-                    xb, yb = augment(xb, k, views), yb.repeat_interleave(k)
-                cuts = list(range(0, records, physical)) if physical and records > physical else [0]
-                for j, start in enumerate(cuts):
-                    end = cuts[j + 1] if j + 1 < len(cuts) else records
-                    optimizer.zero_grad()          # keeps the clipped sum after a skipped step
-                    if j + 1 < len(cuts):
-                        optimizer.signal_skip_step(do_skip=True)
-                    rows = slice(start * k, end * k)
-                    with arithmetic(training.precision, device):
-                        logits = model(xb[rows].to(device))
-                    F.cross_entropy(logits.float(), yb[rows].to(device)).backward()
-                    average_augmentations(model.parameters(), k)
-                    optimizer.step()
-                step += 1
-                examples += records
-                bar.update()
-    return model, optimizer, loader, engine, examples
+    for xb, yb in tqdm(poisson_batches(loader, training.steps), total=training.steps, desc="DP training",
+                       disable=not progress):
+        examples += len(yb)
+        if k > 1:
+            xb, yb = augment(xb, k, views), yb.repeat_interleave(k)
+        _clipped_step(model, optimizer, xb, yb, k, physical, training.precision, device)
+    return PrivateTraining(model, optimizer, loader, engine, examples)
 
 
 def run_audit(case: str, game: str, repeat: int, *, data: DeepData, pairs: Mapping[str, Pairs], network: str,
@@ -370,9 +398,11 @@ def run_audit(case: str, game: str, repeat: int, *, data: DeepData, pairs: Mappi
     start = time.perf_counter()
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(derive_seed(seed, "deep-train", *key))
-        model, optimizer, loader, engine, examples = train_private(
-            model, audit, TensorDataset(*data.train), training, seed=derive_seed(seed, "deep-train", *key),
-            gradient=gradient_canaries > 0, device=device, progress=progress)
+        trained = train_private(model, audit, TensorDataset(*data.train), training,
+                                seed=derive_seed(seed, "deep-train", *key), gradient=gradient_canaries > 0,
+                                device=device, progress=progress)
+    model, optimizer, loader, engine, examples = (trained.model, trained.optimizer, trained.loader, trained.engine,
+                                                  trained.examples)
     seconds = time.perf_counter() - start
     setting = (f"deep.cases.{case} (lr {training.lr:g}, clip {training.clip:g}, noise multiplier "
                f"{training.noise_multiplier:g}; {game} game, canaries {group}, repeat {repeat})")
@@ -473,23 +503,14 @@ def training_rate(network: str, *, classes: int, channels: int, side: int, batch
     engine = PrivacyEngine(accountant="prv")
     model, optimizer, loader = engine.make_private(module=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
                                                    data_loader=loader, noise_multiplier=1.0, max_grad_norm=1.0)
-    done, seconds, start = 0, 0.0, None
-    while done <= steps:
-        for xb, yb in loader:
-            if done > steps:
-                break
-            if done == 1:  # the first step warms up
-                if device.startswith("cuda"):
-                    torch.cuda.synchronize()
-                start, examples = time.perf_counter(), 0
-            optimizer.zero_grad()
-            with arithmetic(precision, device):
-                logits = model(xb.to(device))
-            F.cross_entropy(logits.float(), yb.to(device)).backward()
-            optimizer.step()
-            if done >= 1:
-                examples += len(yb)
-            done += 1
+    start, examples = time.perf_counter(), 0
+    for done, (xb, yb) in enumerate(poisson_batches(loader, steps + 1)):
+        if done == 1:  # the first step warms up
+            if device.startswith("cuda"):
+                torch.cuda.synchronize()
+            start, examples = time.perf_counter(), 0
+        examples += len(yb)
+        _clipped_step(model, optimizer, xb, yb, 1, None, precision, device)
     if device.startswith("cuda"):
         torch.cuda.synchronize()
     seconds = time.perf_counter() - start

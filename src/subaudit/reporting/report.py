@@ -10,7 +10,7 @@ final-step audits, so ``dvc metrics diff`` compares two versions of a run.
 from __future__ import annotations
 
 import html
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +26,8 @@ from subaudit.scenarios import SCENARIOS
 from subaudit.reporting.tables import CEILING, EPS_AR, EPS_GROUP, EPS_S, deep_summary
 from subaudit.reporting.compare import PRINTED
 
-__all__ = ["FigureInfo", "Report", "build", "final_step_table", "to_html", "to_markdown"]
+__all__ = ["SECTIONS", "FigureInfo", "Report", "Section", "SectionContext", "build", "final_step_table", "to_html",
+           "to_markdown"]
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,76 @@ def _runs_table(table: pd.DataFrame, estimator: str) -> pd.DataFrame:
     return pd.DataFrame(rows).sort_values(["q", "R'"], ascending=[False, True]) if rows else pd.DataFrame()
 
 
+@dataclass(frozen=True)
+class SectionContext:
+    """What every figure's section is judged by: the report's estimator, the runs R of an
+    audit, delta and alpha."""
+
+    estimator: str
+    runs: int
+    delta: float
+    alpha: float
+
+
+Section = Callable[[Report, FigureInfo, pd.DataFrame, SectionContext], "Mapping[str, float] | None"]
+"""A plot kind's part of the report under its figure: adds its paragraphs and tables to the
+report from the figure's table, and returns the final-step audits it contributes to the
+metrics JSON (``final_step``), or None."""
+
+
+def _final_step_section(rep: Report, fig: FigureInfo, table: pd.DataFrame, c: SectionContext) -> dict[str, float]:
+    audits = {f"{r[fig.panel]:g}_{r['scenario']}": float(r["epsilon"])
+              for _, r in final_audits(table, c.estimator, fig.panel).iterrows()}
+    rep.add("p", f"Final step, {c.estimator} estimator:")
+    rep.add("table", final_step_table(table, c.estimator, c.runs, c.delta, c.alpha, fig.panel))
+    return audits
+
+
+def _s1_section(rep: Report, fig: FigureInfo, table: pd.DataFrame, c: SectionContext) -> None:
+    rep.add("p", f"Final step, S1 canaries, {c.estimator} estimator:")
+    rep.add("table", _s1_table(table, c.estimator))
+
+
+def _reconstruction_section(rep: Report, fig: FigureInfo, table: pd.DataFrame, c: SectionContext) -> None:
+    rep.add("p", "Trap units by outcome, observed and predicted:")
+    counts = table.pivot(index="outcome", columns="source", values="units").round(1)
+    rep.add("table", counts.astype(object).where(counts.notna(), "-").reset_index())
+
+
+def _deep_section(rep: Report, fig: FigureInfo, table: pd.DataFrame, c: SectionContext) -> None:
+    score = CLAIM_SCORE if CLAIM_SCORE in set(table["score"]) else str(table["score"].iloc[0])
+    for game, sub in deep_summary(table, score).groupby("game", sort=False):
+        rep.add("p", f"{game} game: one-run lower bounds, average and median over audits "
+                     f"(input kinds scored by {score}; gradient canaries by their update), "
+                     "beside the most their m canaries can show (cap: every guess right), the "
+                     "final-iterate ceiling (gradient canaries) and the accountant's epsilon of the "
+                     "same trainings; family: the trade-off curve the bound tests ((eps, delta)-DP: "
+                     "valid for every mechanism; a mu-GDP test holds only for Gaussian mechanisms):")
+        shown = sub.drop(columns="game").round(3)
+        rep.add("table", shown.astype(object).where(shown.notna(), "-"))
+
+
+def _runs_section(rep: Report, fig: FigureInfo, table: pd.DataFrame, c: SectionContext) -> None:
+    rep.add("p", f"Final step against the runs R' of each audit, {c.estimator} estimator:")
+    rep.add("table", _runs_table(table, c.estimator))
+
+
+#: Each plot kind's section under its figure (None: the figure and its CSV only). Every kind of
+#: :data:`~subaudit.reporting.figure_registry.PLOT_KINDS` is listed (a test holds it): a new
+#: plot kind says here what the report shows of it.
+SECTIONS: dict[str, Section | None] = {
+    "epsilon-vs-target": _s1_section,
+    "epsilon-vs-step": _final_step_section,
+    "ablation": _final_step_section,
+    "epsilon-vs-runs": _runs_section,
+    "reconstruction": _reconstruction_section,
+    "deep-one-run": _deep_section,
+    "ratio-grid": None,
+    "utility": None,
+    "one-run": None,
+}
+
+
 def build(tables: Mapping[str, pd.DataFrame], figures: Sequence[FigureInfo], *, estimator: str,
           natural: Mapping[str, bool], ablations: Mapping[str, str], base: Mapping[str, float],
           runs: int, delta: float, alpha: float, settings: Mapping[str, Any]) -> Report:
@@ -141,39 +212,18 @@ def build(tables: Mapping[str, pd.DataFrame], figures: Sequence[FigureInfo], *, 
                  "Welch 95% t interval of the difference of their repeats' means. With one repeat "
                  "there is no interval, and a comparison that needs one cannot tell.")
     final: dict[str, Any] = {}
+    context = SectionContext(estimator, runs, delta, alpha)
     rep.add("h2", "Figures")
     for fig in figures:
         if fig.name not in tables:
             continue
         rep.add("h3", f"{fig.name}: {fig.caption}" + (f" (paper: {fig.paper})" if fig.paper else ""))
         rep.add("img", (f"figures/{fig.name}.png", fig.caption))
-        t = tables[fig.name]
-        if fig.kind in ("epsilon-vs-step", "ablation"):
-            final[fig.name] = {f"{r[fig.panel]:g}_{r['scenario']}": float(r["epsilon"])
-                               for _, r in final_audits(t, estimator, fig.panel).iterrows()}
-            rep.add("p", f"Final step, {estimator} estimator:")
-            rep.add("table", final_step_table(t, estimator, runs, delta, alpha, fig.panel))
-        elif fig.kind == "epsilon-vs-target":
-            rep.add("p", f"Final step, S1 canaries, {estimator} estimator:")
-            rep.add("table", _s1_table(t, estimator))
-        elif fig.kind == "reconstruction":
-            rep.add("p", "Trap units by outcome, observed and predicted:")
-            counts = t.pivot(index="outcome", columns="source", values="units").round(1)
-            rep.add("table", counts.astype(object).where(counts.notna(), "-").reset_index())
-        elif fig.kind == "deep-one-run":
-            score = CLAIM_SCORE if CLAIM_SCORE in set(t["score"]) else str(t["score"].iloc[0])
-            for game, sub in deep_summary(t, score).groupby("game", sort=False):
-                rep.add("p", f"{game} game: one-run lower bounds, average and median over audits "
-                             f"(input kinds scored by {score}; gradient canaries by their update), "
-                             "beside the most their m canaries can show (cap: every guess right), the "
-                             "final-iterate ceiling (gradient canaries) and the accountant's epsilon of the "
-                             "same trainings; family: the trade-off curve the bound tests ((eps, delta)-DP: "
-                             "valid for every mechanism; a mu-GDP test holds only for Gaussian mechanisms):")
-                table = sub.drop(columns="game").round(3)
-                rep.add("table", table.astype(object).where(table.notna(), "-"))
-        elif fig.kind == "epsilon-vs-runs":
-            rep.add("p", f"Final step against the runs R' of each audit, {estimator} estimator:")
-            rep.add("table", _runs_table(t, estimator))
+        section = SECTIONS[fig.kind]
+        if section is not None:
+            audits = section(rep, fig, tables[fig.name], context)
+            if audits is not None:
+                final[fig.name] = audits
         rep.add("p", f"Numbers: figures/{fig.name}.csv")
     rep.metrics = {
         "claims": {str(v.claim): {"verdict": v.status, "code": v.code,
