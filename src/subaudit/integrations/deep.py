@@ -44,11 +44,10 @@ from subaudit.scenarios.deep_cases import CASES, PRECISIONS, case_training, case
 from subaudit.seeding import derive_seed
 from subaudit.validation import Diverged, ParameterError, check_choice, check_count, check_memory
 
-__all__ = ["DeepAudit", "DeepData", "Training", "accuracy", "audit_examples", "audit_rows", "augment",
-           "average_augmentations", "load_audit",
-           "load_canaries", "load_data", "load_weights", "make_canaries", "pretrain", "run_audit", "save_audit",
-           "save_canaries", "save_weights", "split_images", "train_private", "training_rate", "PrivateTraining",
-           "poisson_batches"]
+__all__ = ["DeepAudit", "DeepData", "PrivateTraining", "Training", "accuracy", "audit_examples", "audit_rows",
+           "augment", "average_augmentations", "load_audit", "load_canaries", "load_data", "load_weights",
+           "make_canaries", "poisson_batches", "pretrain", "run_audit", "save_audit", "save_canaries", "save_weights",
+           "split_images", "train_private", "training_rate"]
 
 
 @dataclass(frozen=True)
@@ -401,15 +400,14 @@ def run_audit(case: str, game: str, repeat: int, *, data: DeepData, pairs: Mappi
         trained = train_private(model, audit, TensorDataset(*data.train), training,
                                 seed=derive_seed(seed, "deep-train", *key), gradient=gradient_canaries > 0,
                                 device=device, progress=progress)
-    model, optimizer, loader, engine, examples = (trained.model, trained.optimizer, trained.loader, trained.engine,
-                                                  trained.examples)
+    model = trained.model
     seconds = time.perf_counter() - start
     setting = (f"deep.cases.{case} (lr {training.lr:g}, clip {training.clip:g}, noise multiplier "
                f"{training.noise_multiplier:g}; {game} game, canaries {group}, repeat {repeat})")
     hint = f"lower deep.cases.{case}.lr or clip"
     if not all(bool(torch.isfinite(p).all()) for p in model.parameters()):
         raise Diverged("the network's parameters", setting, hint)
-    audit.verify(model, loader)
+    audit.verify(model, trained.loader)
     by_score = {s: audit.scores(model, s) for s in scores} if kinds else {}
     kept_scores: dict[str, dict[str, np.ndarray]] = {}
     kept_bits: dict[str, np.ndarray] = {}
@@ -420,18 +418,18 @@ def run_audit(case: str, game: str, repeat: int, *, data: DeepData, pairs: Mappi
         kept_scores[k] = {s: by_score[s][offset:offset + m] for s in scores}
         offset += m
     if gradient_canaries:
-        kept_scores["gradient"] = {audit.gradient_score(s): audit.gradient_scores(optimizer, s)
+        kept_scores["gradient"] = {audit.gradient_score(s): audit.gradient_scores(trained.optimizer, s)
                                    for s in gradient_scores}
         kept_bits["gradient"] = audit.gradient_bits
     for k, by in kept_scores.items():
         for s, values in by.items():
             if not np.isfinite(values).all():
                 raise Diverged(f"the {k} canaries' {s} scores", setting, hint)
-    history = tuple((float(s), float(q), int(t)) for s, q, t in engine.accountant.history)
+    history = tuple((float(s), float(q), int(t)) for s, q, t in trained.engine.accountant.history)
     info = {"case": case, "game": game, "group": group, "repeat": int(repeat), "steps": training.steps,
             "noise_multiplier": training.noise_multiplier, "sample_rate": history[0][1],
             "test_accuracy": accuracy(model, data.test[0].to(device), data.test[1].to(device)),
-            "examples": examples, **({"precision": training.precision} if training.precision != "fp32" else {})}
+            "examples": trained.examples, **({"precision": training.precision} if training.precision != "fp32" else {})}
     return DeepAudit(kept_scores, kept_bits, history, info, seconds)
 
 
