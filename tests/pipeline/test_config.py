@@ -238,18 +238,14 @@ def test_every_job_that_computes_is_benchmarked_beside_its_log():
     logs/benchmarks/X.tsv), so each job's time is found from its log's name."""
     import re
 
-    jobs = [b for b in re.split(r"\n(?=(?:local)?rule \w+:)", paper_dry_run()) if re.match(r"(?:local)?rule \w+:", b)]
-    seen = set()
-    for block in jobs:
-        rule = re.match(r"(?:local)?rule (\w+):", block).group(1)
-        if rule == "all":
-            continue
-        log, bench = (re.search(rf"\n\s+{key}: ([^\n]+)", block) for key in ("log", "benchmark"))
-        assert log and bench, (rule, block[:400])
-        assert bench.group(1) == re.sub(r"^logs/(.*)\.log$", r"logs/benchmarks/\1.tsv", log.group(1)), block[:400]
-        seen.add(rule)
+    from subaudit.pipeline.plan import parse_dry_run
+
+    jobs = parse_dry_run(paper_dry_run())
+    for job in jobs:
+        assert job.log and job.benchmark, job
+        assert job.benchmark == re.sub(r"^logs/(.*)\.log$", r"logs/benchmarks/\1.tsv", job.log), job
     assert {"report", "estimate_natural", "epsilon_vs_step", "deep_bounds", "deep_figure", "split",
-            "acquire", "train_shard", "calibrate_natural"} <= seen, seen
+            "acquire", "train_shard", "calibrate_natural"} <= {job.rule for job in jobs}
 
 
 def test_paper_preset_lists_the_deep_network_audits(tmp_path):

@@ -32,7 +32,8 @@ _HEAD = re.compile(r"(local)?rule (\w+):")
 
 @dataclass(frozen=True)
 class Job:
-    """One job of a dry run: its rule, whether it runs locally, and its requests."""
+    """One job of a dry run: its rule, whether it runs locally, its requests, and the log and
+    benchmark files it writes (None: none)."""
 
     rule: str
     local: bool
@@ -42,6 +43,8 @@ class Job:
     gpu: int
     expected_s: int | None = None
     out_kb: int | None = None
+    log: str | None = None
+    benchmark: str | None = None
 
 
 @dataclass(frozen=True)
@@ -89,7 +92,8 @@ def _job(block: str, local: set[str]) -> Job | None:
                threads=int(fields.get("threads", 1)), mem_mb=int(resources["mem_mb"]),
                runtime=int(resources["runtime"]), gpu=int(resources.get("gpu", 0)),
                expected_s=int(resources["expected_s"]) if "expected_s" in resources else None,
-               out_kb=int(resources["out_kb"]) if "out_kb" in resources else None)
+               out_kb=int(resources["out_kb"]) if "out_kb" in resources else None,
+               log=fields.get("log"), benchmark=fields.get("benchmark"))
 
 
 def parse_dry_run(text: str, local: set[str] = frozenset()) -> list[Job]:
