@@ -6,6 +6,7 @@ tests/workflow/test_rehearsal.py)."""
 from __future__ import annotations
 
 import math
+import time
 
 import pytest
 
@@ -57,3 +58,18 @@ def test_a_proxys_modelled_seconds_are_its_metasteps_multiply_accumulates():
     net = PROXY_NETWORKS["cnn"]
     assert u.modelled_s == pytest.approx(2 * 8 * net.macs((1, 28, 28), 4) / 4.6e8)
     assert math.isfinite(u.measured_s) and u.measured_s > 0
+
+
+def test_the_cpus_units_are_measured_in_cpu_time_and_a_gpus_in_wall_time():
+    """A node's other work does not count against a unit on the CPU: a call that waits (as a
+    process waits for a core on a busy node) costs it no CPU time; on a GPU the wall time counts."""
+    assert unit_costs.clock("cpu") is time.process_time and unit_costs.clock("cuda:1") is time.perf_counter
+    assert unit_costs._best(lambda: time.sleep(0.05)) < 0.01
+    cpu = unit_costs.clock("cpu")
+    start = cpu()
+    time.sleep(0.05)
+    assert cpu() - start < 0.01
+    wall = unit_costs.clock("cuda")
+    start = wall()
+    time.sleep(0.05)
+    assert wall() - start >= 0.05

@@ -19,9 +19,10 @@ if p.network is not None:
 
     shape = tuple(p.network_shape)          # (H, W) or (H, W, C), as the deep phase's source gives it
     rate = training_rate(p.network, classes=10, channels=shape[2] if len(shape) == 3 else 1, side=shape[0],
-                         batch=p.network_batch, steps=1, device=device)
+                         batch=p.network_batch, steps=1, device=device, clock=unit_costs.clock(device))
     units.append(unit_costs.network(p.network, shape, p.network_batch, rate, device))
 log.info("per-unit costs on this node against the cost model (ratio: measured / modelled):\n%s",
          unit_costs.table(units))
 write_json(snakemake.output[0], {"device": device, "agreement": list(unit_costs.AGREEMENT),
+                                 "clock": unit_costs.clock(device).__name__,   # process_time on the CPU
                                  "units": [u.to_dict() for u in units]})

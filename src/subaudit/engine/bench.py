@@ -138,9 +138,10 @@ def _dp(w: Workload, steps: int) -> DPConfig:
                     lr=0.01, optimizer=w.optimizer)
 
 
-def engine_rate(w: Workload, steps: int, runs: int, device: str, memory_mb: float = 2048) -> float:
+def engine_rate(w: Workload, steps: int, runs: int, device: str, memory_mb: float = 2048,
+                clock: Callable[[], float] = time.perf_counter) -> float:
     """The engine's model-steps per second on ``w``: ``runs`` runs trained together for ``steps``
-    steps (after a one-step warm-up), within ``memory_mb``."""
+    steps (after a one-step warm-up), within ``memory_mb``, in seconds of ``clock``."""
     data, _ = _data(w)
     model = MLP(w.sizes)
     canary = GradientCanary.one_hot(model, 0, 1.0)
@@ -148,10 +149,10 @@ def engine_rate(w: Workload, steps: int, runs: int, device: str, memory_mb: floa
               device=device, basis=w.basis, memory_mb=memory_mb)
     train(model, data, canary, _dp(w, 1), runs=np.arange(runs), **kw)       # warm-up
     _sync(device)
-    t0 = time.perf_counter()
+    t0 = clock()
     train(model, data, canary, _dp(w, steps), runs=np.arange(runs), **kw)
     _sync(device)
-    return runs * steps / (time.perf_counter() - t0)
+    return runs * steps / (clock() - t0)
 
 
 def draw_seconds(w: Workload, span: torch.Tensor | None, steps: int, runs: int,
