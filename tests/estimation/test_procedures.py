@@ -358,6 +358,24 @@ def test_least_canaries_is_where_perfect_guesses_first_show_something(procedure)
     assert least_canaries(procedure, DELTA, 0.001) > need
 
 
+def test_the_table_of_least_canaries_holds_what_perfect_guesses_give():
+    """Each count of the table the configuration check reads (the shipped settings) is where
+    perfect guesses first give a positive bound, derived again here from the bound itself."""
+    from subaudit.estimation.procedures import LEAST_CANARIES
+
+    assert {(p, f) for p, f, *_ in LEAST_CANARIES} == {("steinke", "dp"), ("mahloujifar", "dp"),
+                                                         ("mahloujifar", "gdp")}
+    derived = {}
+    for (procedure, family, k, alpha, delta), count in LEAST_CANARIES.items():
+        perfect = [perfect_epsilon(procedure, m, delta, alpha, family=family, k=k) for m in range(1, count + 1)]
+        assert perfect[-1] > 0.0, (procedure, family, count)
+        derived[(procedure, family, k, alpha, delta)] = next(m for m, e in enumerate(perfect, 1) if e > 0.0)
+        assert least_canaries(procedure, delta, alpha, family=family, k=k) == count
+    assert derived == LEAST_CANARIES, f"paste into procedures.LEAST_CANARIES: {derived}"
+    # a setting outside the table is searched
+    assert least_canaries("steinke", 1e-5, 0.01) == 10
+
+
 def test_bad_pair_scores_are_named():
     with pytest.raises(ParameterError, match="scores"):
         procedure_epsilon("steinke", np.zeros((5, 3)), np.zeros(5), DELTA, game="membership")

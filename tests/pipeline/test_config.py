@@ -438,3 +438,24 @@ def test_the_workflows_imports_leave_scipy_pandas_and_torch_for_the_jobs(repo_ro
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=repo_root)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_checking_the_shipped_configurations_loads_no_scipy_distributions(repo_root):
+    """Every Snakemake run checks its configuration first: for the shipped parameters and presets
+    the deep phase's canary counts are read from a table (subaudit.estimation.procedures), not
+    computed through SciPy's distributions, whose import was 0.7 s of each run's start."""
+    import subprocess
+    import sys
+
+    probe = ("import sys, yaml\n"
+             "from snakemake.utils import update_config\n"
+             "from subaudit.pipeline.config import load_params, validate_params\n"
+             "for preset in [None, *sys.argv[1:]]:\n"
+             "    p = load_params('params.yaml')\n"
+             "    if preset: update_config(p, yaml.safe_load(open(preset)))\n"
+             "    validate_params(p)\n"
+             "print(sorted(m for m in ('scipy.stats', 'scipy.optimize') if m in sys.modules))")
+    presets = [str(p.relative_to(repo_root)) for p in sorted((repo_root / "presets").glob("*.yaml"))]
+    out = subprocess.run([sys.executable, "-c", probe, *presets], capture_output=True, text=True, cwd=repo_root)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
