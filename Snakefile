@@ -19,8 +19,9 @@ if _replaced and workflow.is_main_process:
           "every x86-64 processor", file=_sys.stderr)
 
 # Before any job, naming the key. A cluster job's own Snakemake (--mode remote) reads the
-# configuration the main process validated: it skips the check (1.4 s of each job's start:
-# the deep phase's canary counts are checked by computing one-run bounds, with SciPy).
+# configuration the main process validated: it skips the check (the deep phase's canary
+# counts are checked by computing one-run bounds with SciPy, 1.4 s, for settings beyond the
+# shipped ones, whose counts subaudit.estimation.procedures.LEAST_CANARIES holds).
 if workflow.is_main_process:
     validate_params(config, source="params.yaml (merged with any --configfile)")
 # Only the experiments and cases the selection lists name (natural.run_experiments,
