@@ -104,6 +104,22 @@ def test_the_installed_script_is_the_same_command():
     assert run_cli("--help", installed=True).stdout == run_cli("--help").stdout
 
 
+def test_the_command_line_loads_no_accountant_until_a_command_needs_one():
+    """``subaudit --help`` and the parsing of every command load neither prv-accountant, SciPy,
+    pandas nor torch (their import was most of each `subaudit` process's start: about 0.8 of
+    its 1 core-second); a command that accounts loads them when it runs."""
+    import subprocess
+    import sys
+
+    probe = ("import sys\n"
+             "from subaudit.cli import build_parser\n"
+             "build_parser().format_help()\n"
+             "print(sorted(m for m in ('prv_accountant', 'scipy', 'pandas', 'torch') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
 def test_json_prints_exactly_one_object():
     proc = run_cli("gdp-epsilon", "--mu", "1", "--delta", "1e-5", "--json")
     assert proc.stdout.count("\n") == 1

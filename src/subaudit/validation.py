@@ -27,6 +27,12 @@ class ConfigError(ValueError):
     (:mod:`subaudit.pipeline.config`), named with the key or the file."""
 
 
+class AccountingRangeError(ValueError):
+    """The requested epsilon/delta lies beyond what the numerics resolve reliably (raised by
+    :mod:`subaudit.accounting`; defined here, with the other errors, so that the command line
+    can name it without loading the accountants)."""
+
+
 class Diverged(ArithmeticError):
     """A training whose parameters or scores became NaN or infinite: its result is not written."""
 

@@ -16,11 +16,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from subaudit.accounting.composition import EpsilonCurve, composed_curve, composed_curves, worst_bounds
-from subaudit.accounting.discretisation import AccountingRangeError
 from subaudit.accounting.error_budget import REL_DELTA_ERROR, choose_eps_error, fit_eps_error
 from subaudit.accounting.group import group_setup, solve_group_delta
 from subaudit.accounting.prv import Segment, prv_kinds, total_steps
 from subaudit.validation import (
+    AccountingRangeError,
     ParameterError,
     check_count,
     check_noise_multiplier,

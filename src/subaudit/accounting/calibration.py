@@ -11,12 +11,17 @@ import math
 from scipy import optimize
 
 from subaudit.accounting.accountant import canonical_adjacency, epsilon, epsilon_of_segments
-from subaudit.accounting.discretisation import AccountingRangeError
 from subaudit.accounting.error_budget import MIN_EPS_ERROR, REL_EPS_ERROR, quantise_down
 from subaudit.accounting.group import group_guess
 from subaudit.accounting.prv import prv_kinds
 from subaudit.accounting.rdp import rdp_epsilon
-from subaudit.validation import check_count, check_positive, check_probability, check_sampling_rate
+from subaudit.validation import (
+    AccountingRangeError,
+    check_count,
+    check_positive,
+    check_probability,
+    check_sampling_rate,
+)
 
 __all__ = ["SIGMA_RANGE", "calibrate_sigma"]
 

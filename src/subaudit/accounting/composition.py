@@ -39,7 +39,6 @@ from prv_accountant.discrete_privacy_random_variable import DiscretePrivacyRando
 from scipy import fft as sp_fft
 
 from subaudit.accounting.discretisation import (
-    AccountingRangeError,
     aligned_domain,
     discretise,
     eps_error_of_mesh,
@@ -47,6 +46,7 @@ from subaudit.accounting.discretisation import (
     mesh_of_eps_error,
 )
 from subaudit.accounting.prv import Segment, cached_prv, total_steps
+from subaudit.validation import AccountingRangeError
 
 __all__ = [
     "ROUND_OFF_LIMIT",

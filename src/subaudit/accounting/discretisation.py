@@ -32,10 +32,11 @@ from prv_accountant.domain import Domain
 from scipy import fft as sp_fft
 
 from subaudit.accounting.prv import PRV_CLASSES, PoissonGaussianPRV, Segment, cached_prv
+from subaudit.validation import AccountingRangeError
 
 __all__ = [
     "MAX_DOMAIN_SIZE",
-    "AccountingRangeError",
+    "AccountingRangeError",     # raised here; defined in subaudit.validation with the other errors
     "aligned_domain",
     "discretise",
     "eps_error_of_mesh",
@@ -45,10 +46,6 @@ __all__ = [
 
 #: Largest discretisation (grid points) before eps_error is relaxed to fit.
 MAX_DOMAIN_SIZE = 1 << 22
-
-
-class AccountingRangeError(ValueError):
-    """The requested epsilon/delta lies beyond what the numerics resolve reliably."""
 
 
 def mesh_of_eps_error(eps_error: float, delta_error: float, steps: int) -> float:

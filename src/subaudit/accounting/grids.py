@@ -11,7 +11,7 @@ import numpy as np
 
 from subaudit.accounting.accountant import epsilon, epsilon_over_steps
 from subaudit.accounting.calibration import calibrate_sigma
-from subaudit.accounting.discretisation import AccountingRangeError
+from subaudit.validation import AccountingRangeError
 
 if TYPE_CHECKING:
     import pandas as pd

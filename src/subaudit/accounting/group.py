@@ -18,7 +18,6 @@ from collections.abc import Callable, Sequence
 from scipy import optimize
 
 from subaudit.accounting.composition import composed_curves, worst_bounds
-from subaudit.accounting.discretisation import AccountingRangeError
 from subaudit.accounting.error_budget import (
     REL_DELTA_ERROR,
     coarse_eps_error,
@@ -28,6 +27,7 @@ from subaudit.accounting.error_budget import (
 )
 from subaudit.accounting.prv import Segment, prv_kinds
 from subaudit.accounting.rdp import rdp_epsilon
+from subaudit.validation import AccountingRangeError
 
 __all__ = ["group_guess", "group_setup", "solve_group_delta"]
 

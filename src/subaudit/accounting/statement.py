@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from subaudit.accounting.accountant import Epsilon, epsilon_of_history
-from subaudit.accounting.discretisation import AccountingRangeError
+from subaudit.validation import AccountingRangeError
 
 __all__ = ["ASSUMPTIONS", "Statement", "privacy_statement"]
 

@@ -28,10 +28,9 @@ import sys
 from collections.abc import Callable, Sequence
 
 from subaudit import __version__
-from subaudit.accounting.discretisation import AccountingRangeError
 from subaudit.cli import auditing, measurement, operations, privacy
 from subaudit.cli.arguments import Command, Parser, UsageError, flag_of, listed
-from subaudit.validation import ConfigError, ParameterError
+from subaudit.validation import AccountingRangeError, ConfigError, ParameterError
 
 __all__ = ["COMMANDS", "Command", "build_parser", "main"]
 
