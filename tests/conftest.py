@@ -6,6 +6,7 @@ copy of it (:func:`tiny_copy`)."""
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import copy
 import functools
@@ -114,6 +115,15 @@ def cli_json(*args: str) -> dict:
 
 
 # --------------------------------------------------------------------------- workflow
+
+
+def loaded_modules(code: str, watched: tuple[str, ...], *args: str, cwd: Path | None = None) -> list[str]:
+    """Which of ``watched`` a fresh interpreter has imported after running ``code`` (with
+    ``args`` as its ``sys.argv[1:]``): what a start-up costs, checked without timing it."""
+    probe = code + f"\nimport sys\nprint(sorted(m for m in {watched!r} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, cwd=cwd)
+    assert out.returncode == 0, out.stderr
+    return ast.literal_eval(out.stdout.strip().splitlines()[-1])
 
 
 def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:

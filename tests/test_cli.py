@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from scipy import optimize, stats
 
-from conftest import cli_json, run_cli
+from conftest import cli_json, loaded_modules, run_cli
 
 
 def pld_epsilon(sigma: float, q: float, steps: int, delta: float, relation: str) -> float:
@@ -108,16 +108,8 @@ def test_the_command_line_loads_no_accountant_until_a_command_needs_one():
     """``subaudit --help`` and the parsing of every command load neither prv-accountant, SciPy,
     pandas nor torch (their import was most of each `subaudit` process's start: about 0.8 of
     its 1 core-second); a command that accounts loads them when it runs."""
-    import subprocess
-    import sys
-
-    probe = ("import sys\n"
-             "from subaudit.cli import build_parser\n"
-             "build_parser().format_help()\n"
-             "print(sorted(m for m in ('prv_accountant', 'scipy', 'pandas', 'torch') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[]"
+    probe = "from subaudit.cli import build_parser\nbuild_parser().format_help()"
+    assert loaded_modules(probe, ("prv_accountant", "scipy", "pandas", "torch")) == []
 
 
 def test_json_prints_exactly_one_object():

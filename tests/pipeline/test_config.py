@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import paper_dry_run
+from conftest import loaded_modules, paper_dry_run
 from subaudit.pipeline.config import ConfigError, load_params, validate_params
 
 
@@ -425,37 +425,25 @@ def test_the_workflows_imports_leave_scipy_pandas_and_torch_for_the_jobs(repo_ro
     compute import them (the accounting package's names resolve on first use: tests/accounting/
     test_init.py)."""
     import re
-    import subprocess
-    import sys
 
     sources = [repo_root / "Snakefile", *sorted((repo_root / "workflow" / "rules").glob("*.smk"))]
     lines = sorted({m.group(1) for p in sources
                     for m in re.finditer(r"^\s*((?:from subaudit\S* import .+)|(?:import subaudit\S*.*))$",
                                          p.read_text(), re.M)})
     assert any("ESTIMATORS" in line for line in lines) and any("SOURCES" in line for line in lines)
-    probe = "\n".join([*lines, "import sys", "print(sorted(m for m in ('scipy', 'pandas', 'prv_accountant', "
-                       "'torch') if m in sys.modules))"])
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=repo_root)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[]"
+    assert loaded_modules("\n".join(lines), ("scipy", "pandas", "prv_accountant", "torch"), cwd=repo_root) == []
 
 
 def test_checking_the_shipped_configurations_loads_no_scipy_distributions(repo_root):
     """Every Snakemake run checks its configuration first: for the shipped parameters and presets
     the deep phase's canary counts are read from a table (subaudit.estimation.procedures), not
     computed through SciPy's distributions, whose import was 0.7 s of each run's start."""
-    import subprocess
-    import sys
-
     probe = ("import sys, yaml\n"
              "from snakemake.utils import update_config\n"
              "from subaudit.pipeline.config import load_params, validate_params\n"
              "for preset in [None, *sys.argv[1:]]:\n"
              "    p = load_params('params.yaml')\n"
              "    if preset: update_config(p, yaml.safe_load(open(preset)))\n"
-             "    validate_params(p)\n"
-             "print(sorted(m for m in ('scipy.stats', 'scipy.optimize') if m in sys.modules))")
+             "    validate_params(p)")
     presets = [str(p.relative_to(repo_root)) for p in sorted((repo_root / "presets").glob("*.yaml"))]
-    out = subprocess.run([sys.executable, "-c", probe, *presets], capture_output=True, text=True, cwd=repo_root)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[]"
+    assert loaded_modules(probe, ("scipy.stats", "scipy.optimize"), *presets, cwd=repo_root) == []

@@ -234,7 +234,7 @@ def least_canaries(procedure: str, delta: float, alpha: float = 0.05, *, family:
     check_choice(procedure, "procedure", PROCEDURES)
     a = check_probability(alpha, "alpha")
     fam = "dp" if family == "dpsgd" else family
-    known = LEAST_CANARIES.get((procedure, fam, k, a, delta)) if isinstance(delta, float) else None
+    known = LEAST_CANARIES.get((procedure, fam, k, a, delta))
     if known is not None and known <= limit:
         return known
     for m in range(1, limit + 1):
